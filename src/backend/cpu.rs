@@ -1,0 +1,467 @@
+//! The CPU backend: the shared layout in host memory, driven by all cores
+//! with atomic compare-and-swap. It is a real backend and the reference the
+//! GPU results are checked against.
+
+use std::marker::PhantomData;
+
+use rayon::prelude::*;
+
+use super::{Backend, Config, InsertMode, RawInsert};
+use crate::core::keys::{special_index, Key, Value};
+use crate::core::layout::{slot_state, SlotState, Word};
+use crate::core::probe::ProbeParams;
+use crate::{Device, Error, Result};
+
+/// Keys per parallel task: large enough to amortise scheduling, small
+/// enough to balance 2-128 cores.
+const CHUNK: usize = 4096;
+/// Batches below this run on the calling thread.
+const SERIAL_BELOW: usize = 2 * CHUNK;
+/// How many keys ahead the probe loops prefetch home buckets.
+const PREFETCH_AHEAD: usize = 8;
+
+type W<K, V> = <K as Key>::Word<V>;
+type Cell<K, V> = <W<K, V> as Word>::Atomic;
+
+/// What happened to one key of an insert.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Placed {
+    New,
+    Existing,
+    Failed,
+}
+
+/// A hash table in host memory.
+pub struct CpuTable<K: Key, V: Value> {
+    cells: Vec<Cell<K, V>>,
+    probe: ProbeParams,
+    /// Live keys held in slots.
+    live: u64,
+    /// Erased slots not yet reclaimed.
+    tombstones: u64,
+    /// Values of the keys stored out of band ([`Key::EMPTY`], [`Key::TOMBSTONE`]).
+    specials: [Option<V>; 2],
+    config: Config,
+    _types: PhantomData<(K, V)>,
+}
+
+/// Allocates `slots` EMPTY cells, reporting failure instead of aborting.
+fn alloc_cells<Wd: Word>(slots: u64) -> Result<Vec<Wd::Atomic>> {
+    let n = usize::try_from(slots).map_err(|_| oom(slots * Wd::BYTES as u64))?;
+    let mut v: Vec<Wd::Atomic> = Vec::new();
+    v.try_reserve_exact(n).map_err(|_| oom(slots * Wd::BYTES as u64))?;
+    (0..n).into_par_iter().map(|_| Wd::new_atomic(Wd::EMPTY)).collect_into_vec(&mut v);
+    Ok(v)
+}
+
+fn oom(bytes: u64) -> Error {
+    Error::OutOfMemory { bytes, device: "cpu".into() }
+}
+
+fn probe_params(config: &Config, slots_per_bucket: usize) -> ProbeParams {
+    let buckets = config.slots / slots_per_bucket as u64;
+    ProbeParams { buckets, seed: config.seed, limit: config.max_probe_buckets.clamp(1, buckets) }
+}
+
+#[inline(always)]
+fn prefetch<T>(p: *const T) {
+    #[cfg(target_arch = "x86_64")]
+    // Safety: prefetching is a hint and never faults, whatever the address.
+    unsafe {
+        core::arch::x86_64::_mm_prefetch(p as *const i8, core::arch::x86_64::_MM_HINT_T0);
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
+}
+
+/// The probe loops over one slot array, shared by all key/value types with
+/// the same word (non-generic over the user's types beyond the reducer).
+struct Engine<'a, Wd: Word> {
+    cells: &'a [Wd::Atomic],
+    probe: ProbeParams,
+    spb: usize,
+}
+
+impl<Wd: Word> Engine<'_, Wd> {
+    #[inline(always)]
+    fn prefetch_home(&self, key: u64) {
+        let b = self.probe.home(key) as usize * self.spb;
+        prefetch(&self.cells[b] as *const Wd::Atomic);
+    }
+
+    /// Inserts one key: claims the first EMPTY slot of its sequence unless
+    /// the key is met first (then `on_existing` computes the new value, or
+    /// `None` to leave it).
+    #[inline(always)]
+    fn insert(&self, key: u64, value: u64, on_existing: impl Fn(u64) -> Option<u64>) -> Placed {
+        let new_word = Wd::pack(key, value);
+        for b in self.probe.seq(key) {
+            let base = b as usize * self.spb;
+            let mut i = 0;
+            while i < self.spb {
+                let cell = &self.cells[base + i];
+                let mut w = Wd::load(cell);
+                loop {
+                    match slot_state(w) {
+                        SlotState::Empty => match Wd::cas(cell, w, new_word) {
+                            Ok(_) => return Placed::New,
+                            // Someone claimed it first: look again at what they wrote.
+                            Err(now) => w = now,
+                        },
+                        SlotState::Full(k) if k == key => {
+                            let Some(v) = on_existing(w.value()) else { return Placed::Existing };
+                            match Wd::cas(cell, w, Wd::pack(key, v)) {
+                                Ok(_) => return Placed::Existing,
+                                Err(now) => w = now,
+                            }
+                        }
+                        _ => break,
+                    }
+                }
+                i += 1;
+            }
+        }
+        Placed::Failed
+    }
+
+    /// Finds the slot holding `key`: `(index, word)`.
+    #[inline(always)]
+    fn find(&self, key: u64) -> Option<(usize, Wd)> {
+        for b in self.probe.seq(key) {
+            let base = b as usize * self.spb;
+            for i in base..base + self.spb {
+                let w = Wd::load(&self.cells[i]);
+                match slot_state(w) {
+                    SlotState::Full(k) if k == key => return Some((i, w)),
+                    SlotState::Empty => return None,
+                    _ => {}
+                }
+            }
+        }
+        None
+    }
+
+    /// Erases `key`; true if this call removed it.
+    #[inline(always)]
+    fn erase(&self, key: u64) -> bool {
+        let Some((i, mut w)) = self.find(key) else { return false };
+        loop {
+            match Wd::cas(&self.cells[i], w, Wd::TOMBSTONE) {
+                Ok(_) => return true,
+                Err(now) if slot_state(now) == SlotState::Full(key) => w = now,
+                // Erased concurrently by another key of the batch.
+                Err(_) => return false,
+            }
+        }
+    }
+}
+
+/// Per-task tallies of an insert, merged after the parallel phase.
+#[derive(Default)]
+struct InsertTally {
+    inserted: u64,
+    existing: u64,
+    failed: Vec<usize>,
+    /// (batch position, which special, value) of out-of-band keys.
+    specials: Vec<(usize, usize, u64)>,
+}
+
+impl<K: Key, V: Value> CpuTable<K, V> {
+    /// An empty table with `config.slots` slots.
+    pub fn new(config: Config) -> Result<Self> {
+        let cells = alloc_cells::<W<K, V>>(config.slots)?;
+        Ok(CpuTable {
+            cells,
+            probe: probe_params(&config, W::<K, V>::slots_per_bucket()),
+            live: 0,
+            tombstones: 0,
+            specials: [None, None],
+            config,
+            _types: PhantomData,
+        })
+    }
+
+    fn engine(&self) -> Engine<'_, W<K, V>> {
+        Engine { cells: &self.cells, probe: self.probe, spb: W::<K, V>::slots_per_bucket() }
+    }
+
+    /// Runs `f(offset, chunk_range)` over the batch, in parallel for large batches,
+    /// and returns the per-chunk results in batch order.
+    fn chunked<R: Send>(n: usize, f: impl Fn(usize, usize) -> R + Sync + Send) -> Vec<R> {
+        if n < SERIAL_BELOW {
+            vec![f(0, n)]
+        } else {
+            let chunks = n.div_ceil(CHUNK);
+            (0..chunks).into_par_iter().map(|c| f(c * CHUNK, ((c + 1) * CHUNK).min(n))).collect()
+        }
+    }
+
+    fn insert_range(&self, keys: &[K], values: &[V], lo: usize, hi: usize, mode: InsertMode) -> InsertTally {
+        let e = self.engine();
+        let mut t = InsertTally::default();
+        for i in lo..hi {
+            if i + PREFETCH_AHEAD < hi {
+                e.prefetch_home(keys[i + PREFETCH_AHEAD].to_u64());
+            }
+            let key = keys[i];
+            if let Some(s) = special_index(key) {
+                t.specials.push((i, s, values[i].to_bits()));
+                continue;
+            }
+            let v = values[i];
+            let placed = match mode {
+                InsertMode::Assign => e.insert(key.to_u64(), v.to_bits(), |_| Some(v.to_bits())),
+                InsertMode::IfAbsent => e.insert(key.to_u64(), v.to_bits(), |_| None),
+                InsertMode::Apply(op) => e.insert(key.to_u64(), v.to_bits(), |old| {
+                    Some(V::reduce(op, V::from_bits(old), v).to_bits())
+                }),
+            };
+            match placed {
+                Placed::New => t.inserted += 1,
+                Placed::Existing => t.existing += 1,
+                Placed::Failed => t.failed.push(i),
+            }
+        }
+        t
+    }
+
+    /// Applies out-of-band keys in batch order, as one thread would.
+    fn apply_specials(&mut self, events: &[(usize, usize, u64)], mode: InsertMode, out: &mut RawInsert) {
+        for &(_, s, bits) in events {
+            let v = V::from_bits(bits);
+            match (self.specials[s], mode) {
+                (None, _) => {
+                    self.specials[s] = Some(v);
+                    out.inserted += 1;
+                }
+                (Some(_), InsertMode::Assign) => {
+                    self.specials[s] = Some(v);
+                    out.existing += 1;
+                }
+                (Some(_), InsertMode::IfAbsent) => out.existing += 1,
+                (Some(old), InsertMode::Apply(op)) => {
+                    self.specials[s] = Some(V::reduce(op, old, v));
+                    out.existing += 1;
+                }
+            }
+        }
+    }
+}
+
+impl<K: Key, V: Value> Backend<K, V> for CpuTable<K, V> {
+    fn device(&self) -> Device {
+        Device::Cpu
+    }
+
+    fn slots(&self) -> u64 {
+        self.cells.len() as u64
+    }
+
+    fn len(&self) -> u64 {
+        self.live + self.specials.iter().filter(|s| s.is_some()).count() as u64
+    }
+
+    fn used(&self) -> u64 {
+        self.live + self.tombstones
+    }
+
+    fn tombstones(&self) -> u64 {
+        self.tombstones
+    }
+
+    fn insert(&mut self, keys: &[K], values: &[V], mode: InsertMode) -> Result<RawInsert> {
+        let tallies = Self::chunked(keys.len(), |lo, hi| self.insert_range(keys, values, lo, hi, mode));
+        let mut out = RawInsert::default();
+        let mut specials = Vec::new();
+        for t in tallies {
+            out.inserted += t.inserted;
+            out.existing += t.existing;
+            out.failed.extend(t.failed);
+            specials.extend(t.specials);
+        }
+        self.live += out.inserted;
+        self.apply_specials(&specials, mode, &mut out);
+        Ok(out)
+    }
+
+    fn find(&self, keys: &[K], values: &mut [V], found: &mut [bool]) -> Result<u64> {
+        let e = self.engine();
+        let specials = self.specials;
+        let zero = V::from_bits(0);
+        let work = |keys: &[K], values: &mut [V], found: &mut [bool]| -> u64 {
+            let mut hits = 0;
+            for i in 0..keys.len() {
+                if i + PREFETCH_AHEAD < keys.len() {
+                    e.prefetch_home(keys[i + PREFETCH_AHEAD].to_u64());
+                }
+                let r = match special_index(keys[i]) {
+                    Some(s) => specials[s],
+                    None => e.find(keys[i].to_u64()).map(|(_, w)| V::from_bits(w.value())),
+                };
+                values[i] = r.unwrap_or(zero);
+                found[i] = r.is_some();
+                hits += r.is_some() as u64;
+            }
+            hits
+        };
+        if keys.len() < SERIAL_BELOW {
+            return Ok(work(keys, values, found));
+        }
+        Ok(keys
+            .par_chunks(CHUNK)
+            .zip(values.par_chunks_mut(CHUNK))
+            .zip(found.par_chunks_mut(CHUNK))
+            .map(|((k, v), f)| work(k, v, f))
+            .sum())
+    }
+
+    fn contains(&self, keys: &[K], found: &mut [bool]) -> Result<u64> {
+        let e = self.engine();
+        let specials = self.specials;
+        let work = |keys: &[K], found: &mut [bool]| -> u64 {
+            let mut hits = 0;
+            for i in 0..keys.len() {
+                if i + PREFETCH_AHEAD < keys.len() {
+                    e.prefetch_home(keys[i + PREFETCH_AHEAD].to_u64());
+                }
+                found[i] = match special_index(keys[i]) {
+                    Some(s) => specials[s].is_some(),
+                    None => e.find(keys[i].to_u64()).is_some(),
+                };
+                hits += found[i] as u64;
+            }
+            hits
+        };
+        if keys.len() < SERIAL_BELOW {
+            return Ok(work(keys, found));
+        }
+        Ok(keys.par_chunks(CHUNK).zip(found.par_chunks_mut(CHUNK)).map(|(k, f)| work(k, f)).sum())
+    }
+
+    fn erase(&mut self, keys: &[K]) -> Result<u64> {
+        let e = self.engine();
+        let parts = Self::chunked(keys.len(), |lo, hi| {
+            let mut removed = 0u64;
+            let mut specials = [false; 2];
+            for i in lo..hi {
+                if i + PREFETCH_AHEAD < hi {
+                    e.prefetch_home(keys[i + PREFETCH_AHEAD].to_u64());
+                }
+                match special_index(keys[i]) {
+                    Some(s) => specials[s] = true,
+                    None => removed += e.erase(keys[i].to_u64()) as u64,
+                }
+            }
+            (removed, specials)
+        });
+        let mut removed = 0;
+        let mut hit_specials = [false; 2];
+        for (r, s) in parts {
+            removed += r;
+            hit_specials[0] |= s[0];
+            hit_specials[1] |= s[1];
+        }
+        self.live -= removed;
+        self.tombstones += removed;
+        for s in 0..2 {
+            if hit_specials[s] && self.specials[s].take().is_some() {
+                removed += 1;
+            }
+        }
+        Ok(removed)
+    }
+
+    fn clear(&mut self) -> Result<()> {
+        self.cells.par_iter().for_each(|c| W::<K, V>::store(c, W::<K, V>::EMPTY));
+        self.live = 0;
+        self.tombstones = 0;
+        self.specials = [None, None];
+        Ok(())
+    }
+
+    fn rehash(&mut self, slots: u64) -> Result<()> {
+        let config = Config { slots, ..self.config };
+        let mut fresh = CpuTable::<K, V>::new(config)?;
+        let new = fresh.engine();
+        let (moved, unplaced) = self
+            .cells
+            .par_chunks(CHUNK)
+            .map(|chunk| {
+                let mut moved = 0u64;
+                let mut failed = 0u64;
+                for c in chunk {
+                    let w = W::<K, V>::load(c);
+                    if let SlotState::Full(k) = slot_state(w) {
+                        match new.insert(k, w.value(), |_| None) {
+                            Placed::New => moved += 1,
+                            _ => failed += 1,
+                        }
+                    }
+                }
+                (moved, failed)
+            })
+            .reduce(|| (0, 0), |a, b| (a.0 + b.0, a.1 + b.1));
+        if unplaced > 0 {
+            // The new table is too small for its probe limit: keep the old one.
+            return Err(Error::RehashFailed { slots, unplaced });
+        }
+        fresh.live = moved;
+        fresh.specials = self.specials;
+        *self = fresh;
+        Ok(())
+    }
+
+    fn export(&self) -> Result<(Vec<K>, Vec<V>)> {
+        let parts: Vec<Vec<(K, V)>> = self
+            .cells
+            .par_chunks(CHUNK * 4)
+            .map(|chunk| {
+                chunk
+                    .iter()
+                    .filter_map(|c| {
+                        let w = W::<K, V>::load(c);
+                        match slot_state(w) {
+                            SlotState::Full(k) => Some((K::from_u64(k), V::from_bits(w.value()))),
+                            _ => None,
+                        }
+                    })
+                    .collect()
+            })
+            .collect();
+        let mut keys = Vec::with_capacity(self.len() as usize);
+        let mut values = Vec::with_capacity(self.len() as usize);
+        for (k, v) in parts.into_iter().flatten() {
+            keys.push(k);
+            values.push(v);
+        }
+        for (s, key) in [K::EMPTY, K::TOMBSTONE].into_iter().enumerate() {
+            if let Some(v) = self.specials[s] {
+                keys.push(key);
+                values.push(v);
+            }
+        }
+        Ok((keys, values))
+    }
+
+    fn displacement(&self) -> Result<(u64, u64)> {
+        let spb = W::<K, V>::slots_per_bucket();
+        let probe = self.probe;
+        Ok(self
+            .cells
+            .par_chunks(spb * 1024)
+            .enumerate()
+            .map(|(c, chunk)| {
+                let (mut sum, mut max) = (0u64, 0u64);
+                for (j, cell) in chunk.iter().enumerate() {
+                    if let SlotState::Full(k) = slot_state(W::<K, V>::load(cell)) {
+                        let bucket = ((c * spb * 1024 + j) / spb) as u64;
+                        let d = probe.displacement(k, bucket);
+                        sum += d;
+                        max = max.max(d);
+                    }
+                }
+                (sum, max)
+            })
+            .reduce(|| (0, 0), |a, b| (a.0 + b.0, a.1.max(b.1))))
+    }
+}

@@ -1,0 +1,110 @@
+//! Backends: where a table's slots live and how bulk operations run on them.
+//!
+//! Every backend implements [`Backend`] with the same layout, hash and probe
+//! order (see [`crate::core`]); the table API on top adds argument checks
+//! and growth, so backends only do the slot work.
+
+use crate::core::keys::{Key, Reduce, Value};
+use crate::{Device, Error, Result};
+
+pub mod cpu;
+#[cfg(feature = "cuda")]
+pub mod cuda;
+
+/// How an insert treats a key that is already present.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InsertMode {
+    /// Overwrite the stored value.
+    Assign,
+    /// Leave the stored value alone.
+    IfAbsent,
+    /// Combine the stored value with the new one.
+    Apply(Reduce),
+}
+
+/// What one backend insert call did.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct RawInsert {
+    /// Keys that were not present before.
+    pub inserted: u64,
+    /// Keys that were present (or appeared earlier in the batch).
+    pub existing: u64,
+    /// Batch positions that found no free slot within the probe limit, ascending.
+    pub failed: Vec<usize>,
+}
+
+/// Table configuration fixed at creation (and kept across rehashes).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Config {
+    /// Slots (a multiple of the bucket size).
+    pub slots: u64,
+    /// Probe limit in buckets (clamped to the bucket count by backends).
+    pub max_probe_buckets: u64,
+    /// Hash seed.
+    pub seed: u64,
+}
+
+/// The slot work of a table. Implemented once per device.
+pub trait Backend<K: Key, V: Value>: Send + Sync {
+    /// Where the slots live.
+    fn device(&self) -> Device;
+    /// Number of slots.
+    fn slots(&self) -> u64;
+    /// Live keys, including those stored out of band.
+    fn len(&self) -> u64;
+    /// Slots in use: live keys in slots plus tombstones.
+    fn used(&self) -> u64;
+    /// Erased slots not yet reclaimed.
+    fn tombstones(&self) -> u64;
+    /// Inserts a batch (`keys.len() == values.len()`, checked by the caller).
+    fn insert(&mut self, keys: &[K], values: &[V], mode: InsertMode) -> Result<RawInsert>;
+    /// Looks up a batch; writes values (zero bits when absent) and the found
+    /// mask, returns how many were found.
+    fn find(&self, keys: &[K], values: &mut [V], found: &mut [bool]) -> Result<u64>;
+    /// Marks which keys are present; returns how many are.
+    fn contains(&self, keys: &[K], found: &mut [bool]) -> Result<u64>;
+    /// Erases a batch; returns how many keys were removed.
+    fn erase(&mut self, keys: &[K]) -> Result<u64>;
+    /// Removes everything, keeping the slot count.
+    fn clear(&mut self) -> Result<()>;
+    /// Rebuilds into `slots` slots (dropping tombstones). On error the table
+    /// is unchanged.
+    fn rehash(&mut self, slots: u64) -> Result<()>;
+    /// Every stored pair, in no particular order.
+    fn export(&self) -> Result<(Vec<K>, Vec<V>)>;
+    /// Sum of probe displacements of the keys in slots and the largest one,
+    /// in buckets (0 = found in its home bucket).
+    fn displacement(&self) -> Result<(u64, u64)>;
+}
+
+/// Creates the backend for `device`.
+pub(crate) fn create<K: Key, V: Value>(device: Device, config: Config) -> Result<Box<dyn Backend<K, V>>> {
+    match device {
+        Device::Cpu => Ok(Box::new(cpu::CpuTable::<K, V>::new(config)?)),
+        #[cfg(feature = "cuda")]
+        Device::Cuda(i) => Ok(Box::new(cuda::CudaTable::<K, V>::new(i, config)?)),
+        other => Err(unavailable(other)),
+    }
+}
+
+fn unavailable(device: Device) -> Error {
+    match device.check_available() {
+        Err(e) => e,
+        Ok(()) => Error::Unavailable { device: device.to_string(), reason: "no backend".into() },
+    }
+}
+
+/// Whether CUDA device `ordinal` can be used.
+pub(crate) fn cuda_available(ordinal: usize) -> Result<()> {
+    #[cfg(feature = "cuda")]
+    {
+        cuda::available(ordinal)
+    }
+    #[cfg(not(feature = "cuda"))]
+    {
+        Err(Error::Unavailable {
+            device: Device::Cuda(ordinal).to_string(),
+            reason: "gpuhash was built without the `cuda` feature".into(),
+        })
+    }
+}

@@ -1,0 +1,73 @@
+//! The hash function shared by every backend.
+//!
+//! Keys are widened to 64 bits and mixed with the 64-bit finaliser of
+//! MurmurHash3 (`fmix64`): a bijection, so distinct keys never collide in the
+//! hash itself, and its output bits are close to uniform even for sequential
+//! keys or keys that share their low bits. The home bucket is then taken from
+//! the high bits by a multiply-shift range reduction, which works for any
+//! bucket count (no power-of-two rounding, no modulo).
+
+/// First multiplier of the 64-bit finaliser.
+pub const MIX_MUL_1: u64 = 0xff51_afd7_ed55_8ccd;
+/// Second multiplier of the 64-bit finaliser.
+pub const MIX_MUL_2: u64 = 0xc4ce_b9fe_1a85_ec53;
+/// Default seed xored into every key before mixing. Tables rebuilt with a
+/// new seed (for example after too many probe failures) change it.
+pub const DEFAULT_SEED: u64 = 0x9e37_79b9_7f4a_7c15;
+
+/// Mixes a 64-bit key into a 64-bit hash (bijective for a fixed seed).
+#[inline(always)]
+pub const fn mix64(key: u64, seed: u64) -> u64 {
+    let mut h = key ^ seed;
+    h ^= h >> 33;
+    h = h.wrapping_mul(MIX_MUL_1);
+    h ^= h >> 33;
+    h = h.wrapping_mul(MIX_MUL_2);
+    h ^= h >> 33;
+    h
+}
+
+/// Maps a 64-bit hash uniformly onto `0..n` using its high bits
+/// (`(hash * n) >> 64`), the same arithmetic as `__umul64hi` on the GPU.
+#[inline(always)]
+pub const fn reduce_range(hash: u64, n: u64) -> u64 {
+    ((hash as u128 * n as u128) >> 64) as u64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mix_is_injective_on_a_sample() {
+        let mut seen = std::collections::HashSet::new();
+        for k in 0..100_000u64 {
+            assert!(seen.insert(mix64(k, DEFAULT_SEED)));
+        }
+    }
+
+    #[test]
+    fn range_reduction_stays_in_range_and_spreads() {
+        let n = 1000u64;
+        let mut counts = vec![0u32; n as usize];
+        for k in 0..200_000u64 {
+            let b = reduce_range(mix64(k, DEFAULT_SEED), n);
+            assert!(b < n);
+            counts[b as usize] += 1;
+        }
+        // 200 per bucket expected; sequential keys must not cluster.
+        let max = *counts.iter().max().unwrap();
+        let min = *counts.iter().min().unwrap();
+        assert!(min > 120 && max < 290, "min {min} max {max}");
+    }
+
+    #[test]
+    fn low_bit_sharing_keys_spread() {
+        let n = 4096u64;
+        let mut buckets = std::collections::HashSet::new();
+        for k in 0..4096u64 {
+            buckets.insert(reduce_range(mix64(k << 20, DEFAULT_SEED), n));
+        }
+        assert!(buckets.len() > 2400, "{} distinct buckets", buckets.len());
+    }
+}

@@ -1,0 +1,459 @@
+//! The table API: argument checks, growth and conveniences over a backend.
+
+use crate::backend::{self, Backend, Config, InsertMode, RawInsert};
+use crate::core::capacity::{self, load_limit, round_slots};
+use crate::core::hash::DEFAULT_SEED;
+use crate::core::keys::{Key, Reduce, Value};
+use crate::core::layout::Word;
+use crate::core::probe::DEFAULT_MAX_PROBE_BUCKETS;
+use crate::error::NotStored;
+use crate::{Device, Error, Result};
+
+/// What a bulk insert did.
+///
+/// `inserted + existing` equals the batch length when every key was stored.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct InsertReport {
+    /// Keys that were not in the table before the call (a key repeated in
+    /// the batch counts once here).
+    pub inserted: u64,
+    /// Keys that were already present, or repeated earlier in the batch:
+    /// overwritten by insert-or-assign, left alone by insert-if-absent,
+    /// combined by insert-or-apply.
+    pub existing: u64,
+}
+
+impl std::ops::AddAssign for InsertReport {
+    fn add_assign(&mut self, o: Self) {
+        self.inserted += o.inserted;
+        self.existing += o.existing;
+    }
+}
+
+/// Occupancy and probe statistics of a table.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Stats {
+    /// Live keys.
+    pub len: u64,
+    /// Slots.
+    pub slots: u64,
+    /// Erased slots not yet reclaimed by a rehash.
+    pub tombstones: u64,
+    /// Mean buckets probed by a successful lookup (1.0 = always in the home bucket).
+    pub mean_probe_buckets: f64,
+    /// Most buckets probed by any successful lookup.
+    pub max_probe_buckets: u64,
+}
+
+/// Builds a [`HashTable`] with non-default settings.
+#[derive(Debug, Clone)]
+pub struct Builder {
+    device: Device,
+    capacity: u64,
+    max_load: f64,
+    growth: bool,
+    max_probe_buckets: u64,
+    seed: u64,
+}
+
+impl Default for Builder {
+    fn default() -> Self {
+        Builder {
+            device: Device::Cpu,
+            capacity: 1024,
+            max_load: capacity::DEFAULT_MAX_LOAD,
+            growth: true,
+            max_probe_buckets: DEFAULT_MAX_PROBE_BUCKETS,
+            seed: DEFAULT_SEED,
+        }
+    }
+}
+
+impl Builder {
+    /// The device (default [`Device::Cpu`]).
+    pub fn device(mut self, device: Device) -> Self {
+        self.device = device;
+        self
+    }
+    /// Number of slots (default 1024), rounded up to whole 32-byte buckets.
+    pub fn capacity(mut self, slots: u64) -> Self {
+        self.capacity = slots;
+        self
+    }
+    /// Slots enough to hold `keys` keys at the maximum load factor.
+    /// Call after [`Builder::max_load_factor`].
+    pub fn capacity_for(mut self, keys: u64) -> Self {
+        self.capacity = capacity::slots_for_keys(keys, self.max_load);
+        self
+    }
+    /// Maximum load factor in `(0, 1]` (default 0.875): with growth on, the
+    /// table rehashes into more slots before passing it.
+    pub fn max_load_factor(mut self, load: f64) -> Self {
+        self.max_load = load;
+        self
+    }
+    /// Whether bulk inserts may grow the table (default true). With growth
+    /// off, keys that find no slot are returned in [`Error::TableFull`].
+    pub fn growth(mut self, on: bool) -> Self {
+        self.growth = on;
+        self
+    }
+    /// Most 32-byte buckets one operation may probe (default 1024). An insert
+    /// that finds no free slot within it fails (growth off) or grows the table.
+    pub fn max_probe_buckets(mut self, buckets: u64) -> Self {
+        self.max_probe_buckets = buckets;
+        self
+    }
+    /// Hash seed (default fixed, so runs are reproducible).
+    pub fn seed(mut self, seed: u64) -> Self {
+        self.seed = seed;
+        self
+    }
+    /// Creates the table.
+    pub fn build<K: Key, V: Value>(self) -> Result<HashTable<K, V>> {
+        if !(self.max_load > 0.0 && self.max_load <= 1.0) {
+            return Err(Error::InvalidLoadFactor(self.max_load));
+        }
+        if self.max_probe_buckets == 0 {
+            return Err(Error::InvalidProbeLimit);
+        }
+        let slots = checked_slots::<K, V>(self.capacity)?;
+        let config = Config { slots, max_probe_buckets: self.max_probe_buckets, seed: self.seed };
+        Ok(HashTable {
+            backend: backend::create(self.device, config)?,
+            max_load: self.max_load,
+            growth: self.growth,
+        })
+    }
+}
+
+fn checked_slots<K: Key, V: Value>(requested: u64) -> Result<u64> {
+    if requested == 0 {
+        return Err(Error::ZeroCapacity);
+    }
+    round_slots(requested, K::Word::<V>::BYTES)
+        .ok_or(Error::CapacityTooLarge { requested, max: capacity::MAX_SLOTS })
+}
+
+/// A hash table from `K` (`u32`, `u64`) to `V` (`u32 u64 i32 i64 f32 f64`)
+/// on a CPU or GPU, driven in batches.
+///
+/// * **Every key is legal**, including `0` and `K::MAX`.
+/// * **Duplicates in one batch**: insert-or-assign stores one of the batch's
+///   values for the key (which one is unspecified on parallel backends);
+///   insert-if-absent keeps the stored value, or one of the batch's if none
+///   was stored; insert-or-apply combines all of them, exactly for integers.
+/// * **Growth**: with growth on (the default) inserts rehash into more slots
+///   before the load passes the maximum load factor. With growth off an
+///   insert stores what fits and returns [`Error::TableFull`] listing exactly
+///   the keys it did not store.
+///
+/// ```
+/// use gpuhash::{Device, HashTable, Reduce};
+///
+/// let mut t = HashTable::<u32, u64>::new(Device::Cpu, 1 << 10)?;
+/// let r = t.insert_or_assign(&[1, 2, u32::MAX], &[10, 20, 30])?;
+/// assert_eq!(r.inserted, 3);
+/// t.insert_or_apply(&[1, 1, 5], &[1, 2, 7], Reduce::Sum)?;
+/// assert_eq!(t.find(&[1, 5, 9])?, vec![Some(13), Some(7), None]);
+/// assert_eq!(t.erase(&[2, 9])?, 1);
+/// assert_eq!(t.len(), 3);
+/// # Ok::<(), gpuhash::Error>(())
+/// ```
+pub struct HashTable<K: Key, V: Value> {
+    backend: Box<dyn Backend<K, V>>,
+    max_load: f64,
+    growth: bool,
+}
+
+fn check_len(op: &'static str, keys: usize, other: usize, what: &'static str) -> Result<()> {
+    if keys == other {
+        Ok(())
+    } else {
+        Err(Error::LengthMismatch { op, keys, other, what })
+    }
+}
+
+impl<K: Key, V: Value> HashTable<K, V> {
+    /// A table with `capacity` slots on `device`, default settings.
+    pub fn new(device: Device, capacity: u64) -> Result<Self> {
+        Builder::default().device(device).capacity(capacity).build()
+    }
+
+    /// Settings beyond device and capacity.
+    pub fn builder() -> Builder {
+        Builder::default()
+    }
+
+    /// Where the table lives.
+    pub fn device(&self) -> Device {
+        self.backend.device()
+    }
+    /// Live keys.
+    pub fn len(&self) -> u64 {
+        self.backend.len()
+    }
+    /// True if no key is stored.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// Number of slots.
+    pub fn capacity(&self) -> u64 {
+        self.backend.slots()
+    }
+    /// `len / capacity`.
+    pub fn load_factor(&self) -> f64 {
+        self.len() as f64 / self.capacity() as f64
+    }
+    /// The maximum load factor growth keeps to.
+    pub fn max_load_factor(&self) -> f64 {
+        self.max_load
+    }
+    /// Whether inserts may grow the table.
+    pub fn growth(&self) -> bool {
+        self.growth
+    }
+    /// Turns growth on or off.
+    pub fn set_growth(&mut self, on: bool) {
+        self.growth = on;
+    }
+    /// Bytes of table memory per slot.
+    pub fn slot_bytes(&self) -> usize {
+        K::Word::<V>::BYTES
+    }
+
+    /// Inserts pairs, overwriting the values of keys already present.
+    pub fn insert_or_assign(&mut self, keys: &[K], values: &[V]) -> Result<InsertReport> {
+        check_len("insert_or_assign", keys.len(), values.len(), "values")?;
+        self.insert_batch(keys, values, InsertMode::Assign)
+    }
+
+    /// Inserts pairs whose keys are absent; present keys keep their values.
+    pub fn insert_if_absent(&mut self, keys: &[K], values: &[V]) -> Result<InsertReport> {
+        check_len("insert_if_absent", keys.len(), values.len(), "values")?;
+        self.insert_batch(keys, values, InsertMode::IfAbsent)
+    }
+
+    /// Inserts pairs; a key already present gets `op(stored, new)`.
+    pub fn insert_or_apply(&mut self, keys: &[K], values: &[V], op: Reduce) -> Result<InsertReport> {
+        check_len("insert_or_apply", keys.len(), values.len(), "values")?;
+        self.insert_batch(keys, values, InsertMode::Apply(op))
+    }
+
+    /// Looks up `keys`: writes each value (zero bits when absent) and whether
+    /// it was found. Returns the number found.
+    pub fn find_into(&self, keys: &[K], values: &mut [V], found: &mut [bool]) -> Result<u64> {
+        check_len("find_into", keys.len(), values.len(), "value outputs")?;
+        check_len("find_into", keys.len(), found.len(), "found outputs")?;
+        self.backend.find(keys, values, found)
+    }
+
+    /// Looks up `keys`.
+    pub fn find(&self, keys: &[K]) -> Result<Vec<Option<V>>> {
+        let mut values = vec![V::from_bits(0); keys.len()];
+        let mut found = vec![false; keys.len()];
+        self.backend.find(keys, &mut values, &mut found)?;
+        Ok(values.into_iter().zip(found).map(|(v, f)| f.then_some(v)).collect())
+    }
+
+    /// Marks which keys are present; returns how many are.
+    pub fn contains_into(&self, keys: &[K], found: &mut [bool]) -> Result<u64> {
+        check_len("contains_into", keys.len(), found.len(), "outputs")?;
+        self.backend.contains(keys, found)
+    }
+
+    /// Which keys are present.
+    pub fn contains(&self, keys: &[K]) -> Result<Vec<bool>> {
+        let mut found = vec![false; keys.len()];
+        self.backend.contains(keys, &mut found)?;
+        Ok(found)
+    }
+
+    /// Erases keys; returns how many were present (a key repeated in the
+    /// batch counts once). Erased slots become tombstones until a rehash.
+    pub fn erase(&mut self, keys: &[K]) -> Result<u64> {
+        self.backend.erase(keys)
+    }
+
+    /// Removes every key, keeping the capacity.
+    pub fn clear(&mut self) -> Result<()> {
+        self.backend.clear()
+    }
+
+    /// Makes room for `additional` more keys without passing the maximum
+    /// load factor (rehashing now if needed, even with growth off).
+    pub fn reserve(&mut self, additional: u64) -> Result<()> {
+        let want = self.len().saturating_add(additional);
+        if self.backend.used().saturating_add(additional) > load_limit(self.capacity(), self.max_load) {
+            let slots = capacity::slots_for_keys(want, self.max_load).max(self.capacity());
+            self.rehash_into(slots)?;
+        }
+        Ok(())
+    }
+
+    /// Rebuilds the table into `slots` slots (at least enough for its keys),
+    /// which also reclaims tombstones.
+    pub fn rehash(&mut self, slots: u64) -> Result<()> {
+        let min = capacity::slots_for_keys(self.len(), 1.0);
+        self.rehash_into(slots.max(min))
+    }
+
+    /// Every pair, in no particular order.
+    pub fn export(&self) -> Result<(Vec<K>, Vec<V>)> {
+        self.backend.export()
+    }
+
+    /// Occupancy and probe statistics (scans the table).
+    pub fn stats(&self) -> Result<Stats> {
+        let (sum, max) = self.backend.displacement()?;
+        let live = self.backend.used() - self.tombstones();
+        Ok(Stats {
+            len: self.len(),
+            slots: self.capacity(),
+            tombstones: self.tombstones(),
+            mean_probe_buckets: if live == 0 { 0.0 } else { 1.0 + sum as f64 / live as f64 },
+            max_probe_buckets: if live == 0 { 0 } else { max + 1 },
+        })
+    }
+
+    fn tombstones(&self) -> u64 {
+        self.backend.tombstones()
+    }
+
+    /// The value of one key.
+    pub fn get(&self, key: K) -> Result<Option<V>> {
+        Ok(self.find(&[key])?.pop().flatten())
+    }
+
+    /// Inserts or overwrites one pair; returns the previous value.
+    pub fn insert(&mut self, key: K, value: V) -> Result<Option<V>> {
+        let old = self.get(key)?;
+        self.insert_or_assign(&[key], &[value])?;
+        Ok(old)
+    }
+
+    /// Removes one key; returns its value.
+    pub fn remove(&mut self, key: K) -> Result<Option<V>> {
+        let old = self.get(key)?;
+        if old.is_some() {
+            self.erase(&[key])?;
+        }
+        Ok(old)
+    }
+
+    fn rehash_into(&mut self, slots: u64) -> Result<()> {
+        let mut slots = checked_slots::<K, V>(slots)?;
+        loop {
+            match self.backend.rehash(slots) {
+                // The probe limit is too short for this size: try a larger table.
+                Err(Error::RehashFailed { .. }) if slots < capacity::MAX_SLOTS / 2 => {
+                    slots = checked_slots::<K, V>(slots * 2)?
+                }
+                other => return other,
+            }
+        }
+    }
+
+    /// Grows (or only cleans tombstones) so that `expected_live` keys fit.
+    fn grow_for(&mut self, expected_live: u64) -> Result<()> {
+        let slots = self.capacity();
+        let target = if expected_live <= load_limit(slots, self.max_load) {
+            slots
+        } else {
+            capacity::grow_target(slots, expected_live, self.max_load)
+        };
+        self.rehash_into(target)
+    }
+
+    fn insert_batch(&mut self, keys: &[K], values: &[V], mode: InsertMode) -> Result<InsertReport> {
+        if !self.growth {
+            let out = self.backend.insert(keys, values, mode)?;
+            return not_stored(keys, out);
+        }
+        let n = keys.len();
+        let mut report = InsertReport::default();
+        let mut pos = 0;
+        // Fraction of recent keys that were new: sizes the next chunk so the
+        // table passes its maximum load only between chunks, and lets
+        // aggregation workloads (mostly existing keys) run in few chunks.
+        let mut new_fraction = 1.0f64;
+        while pos < n {
+            let slots = self.capacity();
+            let limit = load_limit(slots, self.max_load);
+            let used = self.backend.used();
+            if used > limit {
+                self.grow_for(self.len() + ((n - pos) as f64 * new_fraction) as u64)?;
+                continue;
+            }
+            let room = limit - used;
+            let slack = (slots / 16).min((slots - used) / 2);
+            let est = if new_fraction > 1e-3 { (room as f64 / new_fraction) as u64 } else { u64::MAX };
+            let chunk = (n - pos).min(est.max(slack).max(1) as usize);
+            let (k, v) = (&keys[pos..pos + chunk], &values[pos..pos + chunk]);
+            let out = self.backend.insert(k, v, mode)?;
+            report += InsertReport { inserted: out.inserted, existing: out.existing };
+            new_fraction = out.inserted as f64 / chunk as f64;
+            if !out.failed.is_empty() {
+                report += self.place_failed(k, v, pos, &out.failed, mode)?;
+            }
+            pos += chunk;
+        }
+        if self.backend.used() > load_limit(self.capacity(), self.max_load) {
+            self.grow_for(self.len())?;
+        }
+        Ok(report)
+    }
+
+    /// Grows and retries keys that found no slot (growth on).
+    fn place_failed(
+        &mut self,
+        keys: &[K],
+        values: &[V],
+        offset: usize,
+        failed: &[usize],
+        mode: InsertMode,
+    ) -> Result<InsertReport> {
+        let mut k: Vec<K> = failed.iter().map(|&i| keys[i]).collect();
+        let mut v: Vec<V> = failed.iter().map(|&i| values[i]).collect();
+        let mut at: Vec<usize> = failed.iter().map(|&i| offset + i).collect();
+        let mut report = InsertReport::default();
+        for _ in 0..16 {
+            self.rehash_into(capacity::grow_target(self.capacity(), self.len() + k.len() as u64, self.max_load))?;
+            let out = self.backend.insert(&k, &v, mode)?;
+            report += InsertReport { inserted: out.inserted, existing: out.existing };
+            if out.failed.is_empty() {
+                return Ok(report);
+            }
+            k = out.failed.iter().map(|&i| k[i]).collect();
+            v = out.failed.iter().map(|&i| v[i]).collect();
+            at = out.failed.iter().map(|&i| at[i]).collect();
+        }
+        // Unreachable in practice: sixteen doublings always make room.
+        Err(Error::TableFull(Box::new(NotStored {
+            report,
+            positions: at,
+            keys: k.iter().map(|x| x.to_u64()).collect(),
+        })))
+    }
+}
+
+fn not_stored<K: Key>(keys: &[K], out: RawInsert) -> Result<InsertReport> {
+    let report = InsertReport { inserted: out.inserted, existing: out.existing };
+    if out.failed.is_empty() {
+        return Ok(report);
+    }
+    let keys = out.failed.iter().map(|&i| keys[i].to_u64()).collect();
+    Err(Error::TableFull(Box::new(NotStored { report, positions: out.failed, keys })))
+}
+
+impl<K: Key, V: Value> std::fmt::Debug for HashTable<K, V> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HashTable")
+            .field("device", &self.device())
+            .field("len", &self.len())
+            .field("capacity", &self.capacity())
+            .field("max_load_factor", &self.max_load)
+            .field("growth", &self.growth)
+            .finish()
+    }
+}
