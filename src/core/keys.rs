@@ -10,13 +10,25 @@ mod sealed {
     pub trait Sealed {}
 }
 
+/// Types that can be copied to a device as they are (cudarc's `DeviceRepr`
+/// when the `cuda` feature is on).
+#[cfg(feature = "cuda")]
+pub trait DeviceScalar: cudarc::driver::DeviceRepr {}
+#[cfg(feature = "cuda")]
+impl<T: cudarc::driver::DeviceRepr> DeviceScalar for T {}
+/// Types that can be copied to a device as they are.
+#[cfg(not(feature = "cuda"))]
+pub trait DeviceScalar {}
+#[cfg(not(feature = "cuda"))]
+impl<T> DeviceScalar for T {}
+
 /// A key type: `u32` or `u64`.
 ///
 /// Every value of the type is a legal key. Internally the two largest values
 /// ([`Key::EMPTY`] and [`Key::TOMBSTONE`]) mark free and erased slots, so the
 /// table stores keys equal to them out of band; users never see the difference.
 pub trait Key:
-    sealed::Sealed + Copy + Eq + Ord + std::hash::Hash + std::fmt::Debug + Send + Sync + 'static
+    sealed::Sealed + DeviceScalar + Copy + Eq + Ord + std::hash::Hash + std::fmt::Debug + Send + Sync + 'static
 {
     /// Width of the key in bits.
     const BITS: u32;
@@ -137,7 +149,7 @@ impl Reduce {
 }
 
 /// A value type: any plain 4- or 8-byte type of `u32 u64 i32 i64 f32 f64`.
-pub trait Value: sealed::Sealed + Copy + PartialEq + std::fmt::Debug + Send + Sync + 'static {
+pub trait Value: sealed::Sealed + DeviceScalar + Copy + PartialEq + std::fmt::Debug + Send + Sync + 'static {
     /// Which type this is.
     const KIND: ValueKind;
     /// Packed slot word when paired with a 32-bit key.

@@ -1,38 +1,502 @@
-//! The CUDA backend (in progress).
+//! The CUDA backend: the shared layout in GPU memory, bulk kernels compiled
+//! at run time by NVRTC, and a copyable device view for users' own kernels.
+//!
+//! The CUDA driver and NVRTC are loaded dynamically, so this compiles and the
+//! rest of the crate works on machines without CUDA; [`available`] says why a
+//! device cannot be used.
+
+pub mod kernels;
 
 use std::marker::PhantomData;
+use std::sync::Arc;
+
+use cudarc::driver::{
+    result as cu, CudaContext, CudaSlice, CudaStream, CudaView, CudaViewMut, DevicePtr, DevicePtrMut, DeviceRepr,
+    DriverError, LaunchConfig, PushKernelArg,
+};
 
 use super::{Backend, Config, InsertMode, RawInsert};
-use crate::core::keys::{Key, Value};
+use crate::core::keys::{Key, Reduce, Value};
+use crate::core::layout::Word;
+use crate::core::probe::ProbeParams;
 use crate::{Device, Error, Result};
 
-/// Whether CUDA device `ordinal` can be used.
-pub fn available(ordinal: usize) -> Result<()> {
-    Err(Error::Unavailable { device: Device::Cuda(ordinal).to_string(), reason: "CUDA backend not built yet".into() })
+use kernels::Kernels;
+
+/// Threads per block of the bulk kernels.
+const BLOCK: u32 = 256;
+/// Failed insert positions the kernel records directly; more are found by a
+/// second pass over the batch.
+const FAILED_CAP: usize = 1 << 16;
+/// `Meta` block in u64 words (see `kernels/gpuhash.cuh`).
+const META_WORDS: usize = 8;
+const META_STATE: usize = 6;
+
+pub(crate) fn driver_error(ordinal: usize, e: DriverError) -> Error {
+    let device = Device::Cuda(ordinal).to_string();
+    if e.0 == cudarc::driver::sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY {
+        return Error::OutOfMemory { bytes: 0, device };
+    }
+    Error::Device { device, message: format!("{e:?}") }
 }
 
-/// A table in GPU memory.
-pub struct CudaTable<K, V>(PhantomData<(K, V)>);
+/// Whether CUDA device `ordinal` can be used: the driver and NVRTC load and
+/// the device exists.
+pub fn available(ordinal: usize) -> Result<()> {
+    let device = Device::Cuda(ordinal).to_string();
+    let why = |reason: String| Error::Unavailable { device: device.clone(), reason };
+    // Safety: only probes whether the shared libraries can be opened.
+    if !unsafe { cudarc::driver::sys::is_culib_present() } {
+        return Err(why("the CUDA driver library (libcuda.so) was not found".into()));
+    }
+    // Safety: as above, for NVRTC.
+    if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
+        return Err(why("NVRTC (libnvrtc.so) was not found; install the CUDA runtime compiler".into()));
+    }
+    let count = std::panic::catch_unwind(CudaContext::device_count)
+        .map_err(|_| why("the CUDA driver could not be initialised".into()))?
+        .map_err(|e| why(format!("{e:?}")))?;
+    if ordinal >= count.max(0) as usize {
+        return Err(why(format!("only {count} CUDA device(s) present")));
+    }
+    Ok(())
+}
+
+/// The table as seen from a kernel: pass it by value to kernels that include
+/// `kernels/gpuhash.cuh` (`gh::TableView<K, V>` has the same layout).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct DeviceView {
+    /// Device address of the first slot.
+    pub slots: u64,
+    /// Number of 32-byte buckets.
+    pub buckets: u64,
+    /// Hash seed.
+    pub seed: u64,
+    /// Buckets probed at most.
+    pub limit: u64,
+    /// Device address of the metadata block (counters, out-of-band keys).
+    pub meta: u64,
+}
+
+// Safety: plain #[repr(C)] integers, laid out as the C++ view.
+unsafe impl DeviceRepr for DeviceView {}
+
+fn mode_codes(mode: InsertMode) -> (u32, u32) {
+    match mode {
+        InsertMode::Assign => (0, 0),
+        InsertMode::IfAbsent => (1, 0),
+        InsertMode::Apply(op) => (2, op.code()),
+    }
+}
+
+fn grid(n: u64) -> LaunchConfig {
+    LaunchConfig { grid_dim: (n.div_ceil(BLOCK as u64).max(1) as u32, 1, 1), block_dim: (BLOCK, 1, 1), shared_mem_bytes: 0 }
+}
+
+/// A hash table in the memory of one NVIDIA GPU.
+pub struct CudaTable<K: Key, V: Value> {
+    ctx: Arc<CudaContext>,
+    stream: Arc<CudaStream>,
+    kernels: Arc<Kernels>,
+    slots: CudaSlice<u8>,
+    meta: CudaSlice<u64>,
+    failed: CudaSlice<u32>,
+    probe: ProbeParams,
+    config: Config,
+    live: u64,
+    tombstones: u64,
+    specials: u64,
+    _types: PhantomData<(K, V)>,
+}
 
 impl<K: Key, V: Value> CudaTable<K, V> {
-    /// Creates a table on device `ordinal`.
-    pub fn new(ordinal: usize, _config: Config) -> Result<Self> {
-        available(ordinal).map(|_| CudaTable(PhantomData))
+    fn err(&self, e: DriverError) -> Error {
+        driver_error(self.ctx.ordinal(), e)
+    }
+
+    /// An empty table with `config.slots` slots on device `ordinal`.
+    pub fn new(ordinal: usize, config: Config) -> Result<Self> {
+        available(ordinal)?;
+        let ctx = CudaContext::new(ordinal).map_err(|e| driver_error(ordinal, e))?;
+        let stream = ctx.new_stream().map_err(|e| driver_error(ordinal, e))?;
+        let kernels = kernels::kernels(&ctx, K::BITS, V::KIND)?;
+        let e = |e| driver_error(ordinal, e);
+        let meta = stream.alloc_zeros::<u64>(META_WORDS).map_err(e)?;
+        // Safety: written by the insert kernel before it is read.
+        let failed = unsafe { stream.alloc::<u32>(FAILED_CAP) }.map_err(e)?;
+        let slots = Self::alloc_slots(&ctx, &stream, config.slots)?;
+        let spb = K::Word::<V>::slots_per_bucket() as u64;
+        let buckets = config.slots / spb;
+        Ok(CudaTable {
+            probe: ProbeParams { buckets, seed: config.seed, limit: config.max_probe_buckets.clamp(1, buckets) },
+            ctx,
+            stream,
+            kernels,
+            slots,
+            meta,
+            failed,
+            config,
+            live: 0,
+            tombstones: 0,
+            specials: 0,
+            _types: PhantomData,
+        })
+    }
+
+    /// Allocates `n` EMPTY slots (all bits set).
+    fn alloc_slots(ctx: &Arc<CudaContext>, stream: &Arc<CudaStream>, n: u64) -> Result<CudaSlice<u8>> {
+        let bytes = n * K::Word::<V>::BYTES as u64;
+        let (free, _) = ctx.mem_get_info().map_err(|e| driver_error(ctx.ordinal(), e))?;
+        if bytes > free as u64 {
+            return Err(Error::OutOfMemory { bytes, device: Device::Cuda(ctx.ordinal()).to_string() });
+        }
+        // Safety: every byte is set just below before any kernel reads it.
+        let mut s = unsafe { stream.alloc::<u8>(bytes as usize) }.map_err(|e| driver_error(ctx.ordinal(), e))?;
+        {
+            let (ptr, _g) = s.device_ptr_mut(stream);
+            // Safety: `ptr` addresses `bytes` bytes owned by `s`, on this stream.
+            unsafe { cu::memset_d8_async(ptr, 0xff, bytes as usize, stream.cu_stream()) }
+                .map_err(|e| driver_error(ctx.ordinal(), e))?;
+        }
+        Ok(s)
+    }
+
+    /// The stream every operation of this table runs on.
+    pub fn stream(&self) -> &Arc<CudaStream> {
+        &self.stream
+    }
+
+    /// The copyable view for users' kernels. It stays valid until the next
+    /// operation that rehashes (growth, `reserve`, `rehash`, `clear` keeps it).
+    pub fn view(&self) -> DeviceView {
+        let (slots, _g1) = self.slots.device_ptr(&self.stream);
+        let (meta, _g2) = self.meta.device_ptr(&self.stream);
+        DeviceView { slots, buckets: self.probe.buckets, seed: self.probe.seed, limit: self.probe.limit, meta }
+    }
+
+    fn reset_counters(&mut self) -> Result<()> {
+        let mut c = self.meta.slice_mut(0..4);
+        self.stream.memset_zeros(&mut c).map_err(|e| driver_error(self.ctx.ordinal(), e))
+    }
+
+    /// Reads the metadata block back (waits for the stream).
+    fn read_meta(&self) -> Result<[u64; META_WORDS]> {
+        let mut m = [0u64; META_WORDS];
+        self.stream.memcpy_dtoh(&self.meta, &mut m).map_err(|e| self.err(e))?;
+        self.stream.synchronize().map_err(|e| self.err(e))?;
+        Ok(m)
+    }
+
+    fn count_specials(m: &[u64; META_WORDS]) -> u64 {
+        let s = m[META_STATE];
+        ((s & 0xffff_ffff) == 2) as u64 + ((s >> 32) == 2) as u64
+    }
+
+    /// Inserts pairs already in device memory. Unlike the host calls this
+    /// never grows the table (reserve first); keys that find no slot are
+    /// returned in [`Error::TableFull`].
+    pub fn insert_device(
+        &mut self,
+        keys: &CudaView<'_, K>,
+        values: &CudaView<'_, V>,
+        mode: InsertMode,
+    ) -> Result<crate::InsertReport> {
+        if keys.len() != values.len() {
+            return Err(Error::LengthMismatch { op: "insert_device", keys: keys.len(), other: values.len(), what: "values" });
+        }
+        let raw = self.insert_raw(keys, values, mode)?;
+        let report = crate::InsertReport { inserted: raw.inserted, existing: raw.existing };
+        if raw.failed.is_empty() {
+            return Ok(report);
+        }
+        let host_keys = self.stream.clone_dtoh(keys).map_err(|e| self.err(e))?;
+        let not_stored = raw.failed.iter().map(|&i| host_keys[i].to_u64()).collect();
+        Err(Error::TableFull(Box::new(crate::NotStored { report, positions: raw.failed, keys: not_stored })))
+    }
+
+    fn insert_raw(&mut self, keys: &CudaView<'_, K>, values: &CudaView<'_, V>, mode: InsertMode) -> Result<RawInsert> {
+        let n = keys.len() as u64;
+        if n == 0 {
+            return Ok(RawInsert::default());
+        }
+        self.reset_counters()?;
+        let (m, op) = mode_codes(mode);
+        let view = self.view();
+        let cap = FAILED_CAP as u64;
+        let mut b = self.stream.launch_builder(&self.kernels.insert);
+        b.arg(&view).arg(keys).arg(values).arg(&n).arg(&m).arg(&op).arg(&mut self.failed).arg(&cap);
+        // Safety: the arguments match gh_insert's signature; every pointer is
+        // a live allocation of the stated length.
+        unsafe { b.launch(grid(n)) }.map_err(|e| self.err(e))?;
+        let meta = self.read_meta()?;
+        let (inserted, existing, nfailed) = (meta[0], meta[1], meta[2]);
+        let mut failed: Vec<usize> = if nfailed == 0 {
+            Vec::new()
+        } else if nfailed <= cap {
+            let mut f = vec![0u32; nfailed as usize];
+            self.stream.memcpy_dtoh(&self.failed.slice(0..nfailed as usize), &mut f).map_err(|e| self.err(e))?;
+            f.into_iter().map(|i| i as usize).collect()
+        } else {
+            self.collect_absent(keys, nfailed)?
+        };
+        failed.sort_unstable();
+        // `inserted` counts new out-of-band keys too; they occupy no slot.
+        let specials = Self::count_specials(&meta);
+        self.live += inserted - (specials - self.specials);
+        self.specials = specials;
+        Ok(RawInsert { inserted, existing, failed })
+    }
+
+    fn collect_absent(&mut self, keys: &CudaView<'_, K>, expected: u64) -> Result<Vec<usize>> {
+        let n = keys.len() as u64;
+        // Safety: written by gh_collect_absent before being read.
+        let mut out = unsafe { self.stream.alloc::<u32>(expected as usize) }.map_err(|e| self.err(e))?;
+        self.reset_counters()?;
+        let view = self.view();
+        let mut b = self.stream.launch_builder(&self.kernels.collect_absent);
+        b.arg(&view).arg(keys).arg(&n).arg(&mut out).arg(&expected);
+        // Safety: arguments match gh_collect_absent.
+        unsafe { b.launch(grid(n)) }.map_err(|e| self.err(e))?;
+        let meta = self.read_meta()?;
+        let got = meta[3].min(expected) as usize;
+        let mut f = vec![0u32; got];
+        self.stream.memcpy_dtoh(&out.slice(0..got), &mut f).map_err(|e| self.err(e))?;
+        Ok(f.into_iter().map(|i| i as usize).collect())
+    }
+
+    /// Looks up keys in device memory; `found` receives 0/1 bytes.
+    pub fn find_device(
+        &self,
+        keys: &CudaView<'_, K>,
+        values: &mut CudaViewMut<'_, V>,
+        found: &mut CudaViewMut<'_, u8>,
+    ) -> Result<u64> {
+        if keys.len() != values.len() || keys.len() != found.len() {
+            return Err(Error::LengthMismatch { op: "find_device", keys: keys.len(), other: values.len().min(found.len()), what: "outputs" });
+        }
+        let n = keys.len() as u64;
+        if n == 0 {
+            return Ok(0);
+        }
+        self.zero_counters()?;
+        let view = self.view();
+        let mut b = self.stream.launch_builder(&self.kernels.find);
+        b.arg(&view).arg(keys).arg(&n).arg(values).arg(found);
+        // Safety: arguments match gh_find; outputs hold n elements.
+        unsafe { b.launch(grid(n)) }.map_err(|e| self.err(e))?;
+        Ok(self.read_meta()?[3])
+    }
+
+    /// Marks which keys in device memory are present.
+    pub fn contains_device(&self, keys: &CudaView<'_, K>, found: &mut CudaViewMut<'_, u8>) -> Result<u64> {
+        if keys.len() != found.len() {
+            return Err(Error::LengthMismatch { op: "contains_device", keys: keys.len(), other: found.len(), what: "outputs" });
+        }
+        let n = keys.len() as u64;
+        if n == 0 {
+            return Ok(0);
+        }
+        self.zero_counters()?;
+        let view = self.view();
+        let mut b = self.stream.launch_builder(&self.kernels.contains);
+        b.arg(&view).arg(keys).arg(&n).arg(found);
+        // Safety: arguments match gh_contains; the output holds n bytes.
+        unsafe { b.launch(grid(n)) }.map_err(|e| self.err(e))?;
+        Ok(self.read_meta()?[3])
+    }
+
+    /// Erases keys in device memory; returns how many were removed.
+    pub fn erase_device(&mut self, keys: &CudaView<'_, K>) -> Result<u64> {
+        let n = keys.len() as u64;
+        if n == 0 {
+            return Ok(0);
+        }
+        self.zero_counters()?;
+        let view = self.view();
+        let mut b = self.stream.launch_builder(&self.kernels.erase);
+        b.arg(&view).arg(keys).arg(&n);
+        // Safety: arguments match gh_erase.
+        unsafe { b.launch(grid(n)) }.map_err(|e| self.err(e))?;
+        let meta = self.read_meta()?;
+        let removed = meta[3];
+        let specials = Self::count_specials(&meta);
+        let slot_removed = removed - (self.specials - specials);
+        self.specials = specials;
+        self.live -= slot_removed;
+        self.tombstones += slot_removed;
+        Ok(removed)
+    }
+
+    /// Zeroes the counters of the metadata block (on the stream).
+    fn zero_counters(&self) -> Result<()> {
+        let (ptr, _g) = self.meta.device_ptr(&self.stream);
+        // Safety: the first 4 words of the metadata block, on this stream.
+        unsafe { cu::memset_d8_async(ptr, 0, 32, self.stream.cu_stream()) }.map_err(|e| self.err(e))
+    }
+
+    fn upload<T: DeviceRepr>(&self, data: &[T]) -> Result<CudaSlice<T>> {
+        self.stream.clone_htod(data).map_err(|e| self.err(e))
     }
 }
 
 impl<K: Key, V: Value> Backend<K, V> for CudaTable<K, V> {
-    fn device(&self) -> Device { unreachable!() }
-    fn slots(&self) -> u64 { unreachable!() }
-    fn len(&self) -> u64 { unreachable!() }
-    fn used(&self) -> u64 { unreachable!() }
-    fn tombstones(&self) -> u64 { unreachable!() }
-    fn insert(&mut self, _: &[K], _: &[V], _: InsertMode) -> Result<RawInsert> { unreachable!() }
-    fn find(&self, _: &[K], _: &mut [V], _: &mut [bool]) -> Result<u64> { unreachable!() }
-    fn contains(&self, _: &[K], _: &mut [bool]) -> Result<u64> { unreachable!() }
-    fn erase(&mut self, _: &[K]) -> Result<u64> { unreachable!() }
-    fn clear(&mut self) -> Result<()> { unreachable!() }
-    fn rehash(&mut self, _: u64) -> Result<()> { unreachable!() }
-    fn export(&self) -> Result<(Vec<K>, Vec<V>)> { unreachable!() }
-    fn displacement(&self) -> Result<(u64, u64)> { unreachable!() }
+    fn device(&self) -> Device {
+        Device::Cuda(self.ctx.ordinal())
+    }
+    fn slots(&self) -> u64 {
+        self.config.slots
+    }
+    fn len(&self) -> u64 {
+        self.live + self.specials
+    }
+    fn used(&self) -> u64 {
+        self.live + self.tombstones
+    }
+    fn tombstones(&self) -> u64 {
+        self.tombstones
+    }
+
+    fn insert(&mut self, keys: &[K], values: &[V], mode: InsertMode) -> Result<RawInsert> {
+        if keys.is_empty() {
+            return Ok(RawInsert::default());
+        }
+        let k = self.upload(keys)?;
+        let v = self.upload(values)?;
+        self.insert_raw(&k.as_view(), &v.as_view(), mode)
+    }
+
+    fn find(&self, keys: &[K], values: &mut [V], found: &mut [bool]) -> Result<u64> {
+        if keys.is_empty() {
+            return Ok(0);
+        }
+        let k = self.upload(keys)?;
+        // Safety: fully written by gh_find.
+        let mut v = unsafe { self.stream.alloc::<V>(keys.len()) }.map_err(|e| self.err(e))?;
+        let mut f = unsafe { self.stream.alloc::<u8>(keys.len()) }.map_err(|e| self.err(e))?;
+        let hits = self.find_device(&k.as_view(), &mut v.as_view_mut(), &mut f.as_view_mut())?;
+        self.stream.memcpy_dtoh(&v, values).map_err(|e| self.err(e))?;
+        let mut bytes = vec![0u8; keys.len()];
+        self.stream.memcpy_dtoh(&f, &mut bytes).map_err(|e| self.err(e))?;
+        self.stream.synchronize().map_err(|e| self.err(e))?;
+        for (o, b) in found.iter_mut().zip(bytes) {
+            *o = b != 0;
+        }
+        Ok(hits)
+    }
+
+    fn contains(&self, keys: &[K], found: &mut [bool]) -> Result<u64> {
+        if keys.is_empty() {
+            return Ok(0);
+        }
+        let k = self.upload(keys)?;
+        // Safety: fully written by gh_contains.
+        let mut f = unsafe { self.stream.alloc::<u8>(keys.len()) }.map_err(|e| self.err(e))?;
+        let hits = self.contains_device(&k.as_view(), &mut f.as_view_mut())?;
+        let mut bytes = vec![0u8; keys.len()];
+        self.stream.memcpy_dtoh(&f, &mut bytes).map_err(|e| self.err(e))?;
+        self.stream.synchronize().map_err(|e| self.err(e))?;
+        for (o, b) in found.iter_mut().zip(bytes) {
+            *o = b != 0;
+        }
+        Ok(hits)
+    }
+
+    fn erase(&mut self, keys: &[K]) -> Result<u64> {
+        if keys.is_empty() {
+            return Ok(0);
+        }
+        let k = self.upload(keys)?;
+        self.erase_device(&k.as_view())
+    }
+
+    fn clear(&mut self) -> Result<()> {
+        let bytes = self.slots.len();
+        {
+            let (ptr, _g) = self.slots.device_ptr_mut(&self.stream);
+            // Safety: the whole slot allocation, on this stream.
+            unsafe { cu::memset_d8_async(ptr, 0xff, bytes, self.stream.cu_stream()) }
+                .map_err(|e| driver_error(self.ctx.ordinal(), e))?;
+        }
+        self.stream.memset_zeros(&mut self.meta).map_err(|e| self.err(e))?;
+        self.stream.synchronize().map_err(|e| self.err(e))?;
+        self.live = 0;
+        self.tombstones = 0;
+        self.specials = 0;
+        Ok(())
+    }
+
+    fn rehash(&mut self, slots: u64) -> Result<()> {
+        let new_slots = Self::alloc_slots(&self.ctx, &self.stream, slots)?;
+        // The new table shares the metadata block: out-of-band keys carry over.
+        self.reset_counters()?;
+        let spb = K::Word::<V>::slots_per_bucket() as u64;
+        let buckets = slots / spb;
+        let probe = ProbeParams { buckets, seed: self.config.seed, limit: self.config.max_probe_buckets.clamp(1, buckets) };
+        let from = self.view();
+        let to = {
+            let (ptr, _g) = new_slots.device_ptr(&self.stream);
+            DeviceView { slots: ptr, buckets, seed: probe.seed, limit: probe.limit, meta: from.meta }
+        };
+        let old_slots = self.config.slots;
+        let mut b = self.stream.launch_builder(&self.kernels.rehash);
+        b.arg(&from).arg(&old_slots).arg(&to);
+        // Safety: arguments match gh_rehash; both slot arrays are live.
+        unsafe { b.launch(grid(old_slots)) }.map_err(|e| self.err(e))?;
+        let meta = self.read_meta()?;
+        if meta[2] > 0 {
+            return Err(Error::RehashFailed { slots, unplaced: meta[2] });
+        }
+        self.slots = new_slots;
+        self.probe = probe;
+        self.config.slots = slots;
+        self.live = meta[0];
+        self.tombstones = 0;
+        Ok(())
+    }
+
+    fn export(&self) -> Result<(Vec<K>, Vec<V>)> {
+        let cap = self.live.max(1);
+        // Safety: entries below the returned count are written by gh_export.
+        let mut k = unsafe { self.stream.alloc::<K>(cap as usize) }.map_err(|e| self.err(e))?;
+        let mut v = unsafe { self.stream.alloc::<V>(cap as usize) }.map_err(|e| self.err(e))?;
+        let slots = self.config.slots;
+        self.zero_counters()?;
+        let view = self.view();
+        let mut b = self.stream.launch_builder(&self.kernels.export);
+        b.arg(&view).arg(&slots).arg(&mut k).arg(&mut v).arg(&cap);
+        // Safety: arguments match gh_export; outputs hold `cap` elements.
+        unsafe { b.launch(grid(slots)) }.map_err(|e| self.err(e))?;
+        let n = self.read_meta()?[3].min(cap) as usize;
+        let mut keys = vec![K::from_u64(0); n];
+        let mut values = vec![V::from_bits(0); n];
+        self.stream.memcpy_dtoh(&k.slice(0..n), &mut keys).map_err(|e| self.err(e))?;
+        self.stream.memcpy_dtoh(&v.slice(0..n), &mut values).map_err(|e| self.err(e))?;
+        let meta = self.read_meta()?;
+        for (s, key) in [K::EMPTY, K::TOMBSTONE].into_iter().enumerate() {
+            if (meta[META_STATE] >> (32 * s)) & 0xffff_ffff == 2 {
+                keys.push(key);
+                values.push(V::from_bits(meta[4 + s]));
+            }
+        }
+        Ok((keys, values))
+    }
+
+    fn displacement(&self) -> Result<(u64, u64)> {
+        let slots = self.config.slots;
+        self.zero_counters()?;
+        let view = self.view();
+        let mut b = self.stream.launch_builder(&self.kernels.displacement);
+        b.arg(&view).arg(&slots);
+        // Safety: arguments match gh_displacement.
+        unsafe { b.launch(grid(slots)) }.map_err(|e| self.err(e))?;
+        let m = self.read_meta()?;
+        Ok((m[0], m[1]))
+    }
+}
+
+#[allow(dead_code)]
+fn _assert_reduce_codes() {
+    // Keep the Rust codes and the C++ enum in step (REDUCE_SUM = 0, ...).
+    const _: () = assert!(Reduce::Sum.code() == 0 && Reduce::Min.code() == 1 && Reduce::Max.code() == 2);
 }

@@ -1,0 +1,293 @@
+// gpuhash device API: find, insert and erase from your own CUDA kernels.
+//
+// Include this header (and gpuhash_constants.cuh next to it) in an nvcc or
+// NVRTC kernel, take `table.view()` on the host and pass the view by value:
+//
+//     #include "gpuhash.cuh"
+//     extern "C" __global__ void count(gh::TableView<unsigned, unsigned> t,
+//                                      const unsigned* keys, unsigned long long n) {
+//         unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x;
+//         if (i < n) t.insert(keys[i], 1u, gh::MODE_APPLY, gh::REDUCE_SUM);
+//     }
+//
+// The layout, hash and probe order are those of the Rust core (src/core):
+// one packed key/value word per slot, 32-byte buckets, linear probing over
+// buckets from the home bucket. Keys equal to the two slot markers are kept
+// in the table's metadata block, so every key value is legal here too.
+// 16-byte slots (any 8-byte key or value) need sm_90 (128-bit atomicCAS).
+#pragma once
+#include "gpuhash_constants.cuh"
+
+namespace gh {
+
+typedef unsigned long long u64;
+typedef unsigned int u32;
+
+enum InsertMode : u32 { MODE_ASSIGN = 0, MODE_IF_ABSENT = 1, MODE_APPLY = 2 };
+enum ReduceOp : u32 { REDUCE_SUM = 0, REDUCE_MIN = 1, REDUCE_MAX = 2 };
+enum Outcome : int { INSERTED = 0, EXISTING = 1, FAILED = 2 };
+
+// Per-table block in device memory: counters of the last bulk call and the
+// out-of-band keys (special 0 = the all-ones key, 1 = all-ones minus one).
+struct Meta {
+    u64 counters[4];       // inserted, existing, failed, found/erased/exported
+    u64 special_value[2];  // value bits
+    u32 special_state[2];  // 0 absent, 1 being written, 2 present
+    u64 pad;
+};
+
+__device__ __forceinline__ u64 mix64(u64 key, u64 seed) {
+    u64 h = key ^ seed;
+    h ^= h >> 33;
+    h *= GH_MIX_MUL_1;
+    h ^= h >> 33;
+    h *= GH_MIX_MUL_2;
+    h ^= h >> 33;
+    return h;
+}
+
+// ---- value bits -----------------------------------------------------------
+template <typename V> __device__ __forceinline__ u64 to_bits(V v);
+template <typename V> __device__ __forceinline__ V from_bits(u64 b);
+template <> __device__ __forceinline__ u64 to_bits<u32>(u32 v) { return v; }
+template <> __device__ __forceinline__ u64 to_bits<int>(int v) { return (u32)v; }
+template <> __device__ __forceinline__ u64 to_bits<float>(float v) { return __float_as_uint(v); }
+template <> __device__ __forceinline__ u64 to_bits<u64>(u64 v) { return v; }
+template <> __device__ __forceinline__ u64 to_bits<long long>(long long v) { return (u64)v; }
+template <> __device__ __forceinline__ u64 to_bits<double>(double v) { return (u64)__double_as_longlong(v); }
+template <> __device__ __forceinline__ u32 from_bits<u32>(u64 b) { return (u32)b; }
+template <> __device__ __forceinline__ int from_bits<int>(u64 b) { return (int)(u32)b; }
+template <> __device__ __forceinline__ float from_bits<float>(u64 b) { return __uint_as_float((u32)b); }
+template <> __device__ __forceinline__ u64 from_bits<u64>(u64 b) { return b; }
+template <> __device__ __forceinline__ long long from_bits<long long>(u64 b) { return (long long)b; }
+template <> __device__ __forceinline__ double from_bits<double>(u64 b) { return __longlong_as_double((long long)b); }
+
+// ---- reductions applied in place -------------------------------------------
+// Integers use the hardware atomics (exact, order-independent); floats add
+// with atomicAdd and take min/max with a CAS loop that ignores NaN like fmin.
+template <typename V> __device__ __forceinline__ void atomic_reduce(V* p, u32 op, V v);
+
+#define GH_INT_REDUCE(T, CAST)                                                  \
+    template <> __device__ __forceinline__ void atomic_reduce<T>(T* p, u32 op, T v) { \
+        if (op == REDUCE_SUM) atomicAdd((CAST*)p, (CAST)v);                     \
+        else if (op == REDUCE_MIN) atomicMin(p, v);                             \
+        else atomicMax(p, v);                                                   \
+    }
+GH_INT_REDUCE(u32, u32)
+GH_INT_REDUCE(int, int)
+GH_INT_REDUCE(u64, u64)
+GH_INT_REDUCE(long long, u64)
+#undef GH_INT_REDUCE
+
+template <> __device__ __forceinline__ void atomic_reduce<float>(float* p, u32 op, float v) {
+    if (op == REDUCE_SUM) { atomicAdd(p, v); return; }
+    u32* q = (u32*)p;
+    u32 old = *(volatile u32*)q;
+    while (true) {
+        float cur = __uint_as_float(old);
+        float nv = op == REDUCE_MIN ? fminf(cur, v) : fmaxf(cur, v);
+        if (__float_as_uint(nv) == old) return;
+        u32 prev = atomicCAS(q, old, __float_as_uint(nv));
+        if (prev == old) return;
+        old = prev;
+    }
+}
+
+template <> __device__ __forceinline__ void atomic_reduce<double>(double* p, u32 op, double v) {
+    if (op == REDUCE_SUM) { atomicAdd(p, v); return; }
+    u64* q = (u64*)p;
+    u64 old = *(volatile u64*)q;
+    while (true) {
+        double cur = __longlong_as_double((long long)old);
+        double nv = op == REDUCE_MIN ? fmin(cur, v) : fmax(cur, v);
+        u64 nb = (u64)__double_as_longlong(nv);
+        if (nb == old) return;
+        u64 prev = atomicCAS(q, old, nb);
+        if (prev == old) return;
+        old = prev;
+    }
+}
+
+// ---- slot words -------------------------------------------------------------
+// A bucket is one 32-byte sector: 4 eight-byte words or 2 sixteen-byte words.
+// Table reads bypass L1 (__ldcg) so a thread never acts on a stale line.
+template <int BYTES> struct Word;
+
+template <> struct Word<8> {
+    typedef u64 raw;  // bits 0-31 key, 32-63 value
+    static constexpr int SLOTS = GH_BUCKET_BYTES / 8;
+    static constexpr u64 EMPTY_KEY = 0xffffffffull;
+    static constexpr u64 TOMB_KEY = 0xfffffffeull;
+    static __device__ __forceinline__ u64 key(raw w) { return w & 0xffffffffull; }
+    static __device__ __forceinline__ u64 value(raw w) { return w >> 32; }
+    static __device__ __forceinline__ raw pack(u64 k, u64 v) { return (k & 0xffffffffull) | (v << 32); }
+    static __device__ __forceinline__ raw empty() { return ~0ull; }
+    static __device__ __forceinline__ raw tomb() { return ~0ull - 1; }
+    static __device__ __forceinline__ bool eq(raw a, raw b) { return a == b; }
+    static __device__ __forceinline__ void load_bucket(const raw* b, raw (&w)[SLOTS]) {
+        ulonglong2 a = __ldcg((const ulonglong2*)b);
+        ulonglong2 c = __ldcg((const ulonglong2*)b + 1);
+        w[0] = a.x; w[1] = a.y; w[2] = c.x; w[3] = c.y;
+    }
+    static __device__ __forceinline__ raw cas(raw* p, raw cmp, raw val) { return atomicCAS(p, cmp, val); }
+    template <typename V> static __device__ __forceinline__ V* value_ptr(raw* p) { return (V*)((u32*)p + 1); }
+};
+
+struct __align__(16) Pair16 { u64 k, v; };
+
+template <> struct Word<16> {
+    typedef Pair16 raw;  // key word, then value word
+    static constexpr int SLOTS = GH_BUCKET_BYTES / 16;
+    static constexpr u64 EMPTY_KEY = ~0ull;
+    static constexpr u64 TOMB_KEY = ~0ull - 1;
+    static __device__ __forceinline__ u64 key(raw w) { return w.k; }
+    static __device__ __forceinline__ u64 value(raw w) { return w.v; }
+    static __device__ __forceinline__ raw pack(u64 k, u64 v) { raw r; r.k = k; r.v = v; return r; }
+    static __device__ __forceinline__ raw empty() { return pack(~0ull, ~0ull); }
+    static __device__ __forceinline__ raw tomb() { return pack(~0ull - 1, ~0ull); }
+    static __device__ __forceinline__ bool eq(raw a, raw b) { return a.k == b.k && a.v == b.v; }
+    static __device__ __forceinline__ void load_bucket(const raw* b, raw (&w)[SLOTS]) {
+        ulonglong2 a = __ldcg((const ulonglong2*)b);
+        ulonglong2 c = __ldcg((const ulonglong2*)b + 1);
+        w[0] = pack(a.x, a.y); w[1] = pack(c.x, c.y);
+    }
+    static __device__ __forceinline__ raw cas(raw* p, raw cmp, raw val) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+#error "16-byte slots need sm_90 or newer (128-bit atomicCAS)"
+#endif
+        return atomicCAS(p, cmp, val);
+    }
+    template <typename V> static __device__ __forceinline__ V* value_ptr(raw* p) { return (V*)&p->v; }
+};
+
+// ---- the table view -----------------------------------------------------------
+// Mirrors `gpuhash::backend::cuda::DeviceView` (#[repr(C)]); copy it freely.
+template <typename K, typename V> struct TableView {
+    static constexpr int WORD_BYTES = (sizeof(K) == 4 && sizeof(V) == 4) ? 8 : 16;
+    typedef Word<WORD_BYTES> W;
+    typedef typename W::raw raw;
+    static constexpr int SLOTS = W::SLOTS;
+
+    raw* slots;
+    u64 buckets;
+    u64 seed;
+    u64 limit;  // buckets probed at most
+    Meta* meta;
+
+    static __device__ __forceinline__ int special_index(K key) {
+        return key == (K)~(K)0 ? 0 : key == (K)(~(K)0 - 1) ? 1 : -1;
+    }
+    __device__ __forceinline__ u64 home(u64 k) const { return __umul64hi(mix64(k, seed), buckets); }
+
+    // Looks a key up; writes its value to *out when found.
+    __device__ bool find(K key, V* out) const {
+        int s = special_index(key);
+        if (s >= 0) {
+            if (*(volatile u32*)&meta->special_state[s] != 2) return false;
+            *out = from_bits<V>(*(volatile u64*)&meta->special_value[s]);
+            return true;
+        }
+        u64 k = (u64)key, b = home(k);
+        for (u64 step = 0; step < limit; ++step) {
+            raw w[SLOTS];
+            W::load_bucket(slots + b * SLOTS, w);
+#pragma unroll
+            for (int i = 0; i < SLOTS; ++i) {
+                u64 kk = W::key(w[i]);
+                if (kk == k) { *out = from_bits<V>(W::value(w[i])); return true; }
+                if (kk == W::EMPTY_KEY) return false;
+            }
+            if (++b == buckets) b = 0;
+        }
+        return false;
+    }
+
+    __device__ bool contains(K key) const { V v; return find(key, &v); }
+
+    // Inserts a pair. A present key is overwritten (MODE_ASSIGN), kept
+    // (MODE_IF_ABSENT) or combined with `op` (MODE_APPLY). Returns INSERTED,
+    // EXISTING, or FAILED when no slot was free within the probe limit.
+    __device__ int insert(K key, V value, u32 mode, u32 op) const {
+        int s = special_index(key);
+        if (s >= 0) return insert_special(s, value, mode, op);
+        u64 k = (u64)key, b = home(k);
+        const raw desired = W::pack(k, to_bits<V>(value));
+        for (u64 step = 0; step < limit; ++step) {
+            raw* bucket = slots + b * SLOTS;
+            raw w[SLOTS];
+            W::load_bucket(bucket, w);
+#pragma unroll
+            for (int i = 0; i < SLOTS; ++i) {
+                while (true) {
+                    u64 kk = W::key(w[i]);
+                    if (kk == k) {
+                        // The key never leaves this slot during a bulk insert,
+                        // so the value field can be updated on its own.
+                        if (mode == MODE_ASSIGN) {
+                            if (sizeof(V) == 4) atomicExch(W::template value_ptr<u32>(&bucket[i]), (u32)to_bits<V>(value));
+                            else atomicExch(W::template value_ptr<u64>(&bucket[i]), to_bits<V>(value));
+                        } else if (mode == MODE_APPLY) {
+                            atomic_reduce<V>(W::template value_ptr<V>(&bucket[i]), op, value);
+                        }
+                        return EXISTING;
+                    }
+                    if (kk != W::EMPTY_KEY) break;  // another key or a tombstone
+                    raw prev = W::cas(&bucket[i], w[i], desired);
+                    if (W::eq(prev, w[i])) return INSERTED;
+                    w[i] = prev;  // lost the race: look at what the winner wrote
+                }
+            }
+            if (++b == buckets) b = 0;
+        }
+        return FAILED;
+    }
+
+    // Erases a key; true if this call removed it (the slot becomes a tombstone).
+    __device__ bool erase(K key) const {
+        int s = special_index(key);
+        if (s >= 0) return atomicCAS(&meta->special_state[s], 2u, 0u) == 2u;
+        u64 k = (u64)key, b = home(k);
+        for (u64 step = 0; step < limit; ++step) {
+            raw* bucket = slots + b * SLOTS;
+            raw w[SLOTS];
+            W::load_bucket(bucket, w);
+#pragma unroll
+            for (int i = 0; i < SLOTS; ++i) {
+                u64 kk = W::key(w[i]);
+                if (kk == W::EMPTY_KEY) return false;
+                if (kk != k) continue;
+                raw cur = w[i];
+                while (true) {
+                    raw prev = W::cas(&bucket[i], cur, W::tomb());
+                    if (W::eq(prev, cur)) return true;
+                    if (W::key(prev) != k) return false;  // erased by someone else
+                    cur = prev;                             // value changed meanwhile
+                }
+            }
+            if (++b == buckets) b = 0;
+        }
+        return false;
+    }
+
+  private:
+    // Out-of-band keys: a three-state flag (absent, being written, present)
+    // guards the value so a reduction never combines into an unwritten value.
+    __device__ int insert_special(int s, V value, u32 mode, u32 op) const {
+        u32* state = &meta->special_state[s];
+        u64* val = &meta->special_value[s];
+        if (atomicCAS(state, 0u, 1u) == 0u) {
+            atomicExch(val, to_bits<V>(value));
+            __threadfence();
+            atomicExch(state, 2u);
+            return INSERTED;
+        }
+        if (mode == MODE_IF_ABSENT) return EXISTING;
+        while (*(volatile u32*)state != 2u) __nanosleep(32);
+        __threadfence();
+        if (mode == MODE_ASSIGN) atomicExch(val, to_bits<V>(value));
+        else atomic_reduce<V>((V*)val, op, value);
+        return EXISTING;
+    }
+};
+
+}  // namespace gh

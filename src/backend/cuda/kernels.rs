@@ -1,0 +1,190 @@
+//! Compiling the CUDA sources with NVRTC, cached on disk and in memory.
+//!
+//! One module per (key type, value type, architecture). The sources live in
+//! `kernels/` and are embedded at build time; the header with the shared
+//! constants is generated from the Rust core, so both sides agree.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use cudarc::driver::{CudaContext, CudaFunction};
+use cudarc::nvrtc::{compile_ptx_with_opts, CompileOptions, Ptx};
+
+use crate::core::constants::cuda_header;
+use crate::core::keys::ValueKind;
+use crate::{Error, Result};
+
+/// The device API header users include (`kernels/gpuhash.cuh`).
+pub const DEVICE_HEADER: &str = include_str!("../../../kernels/gpuhash.cuh");
+/// The bulk kernels (`kernels/bulk.cu`).
+pub const BULK_SOURCE: &str = include_str!("../../../kernels/bulk.cu");
+
+/// The kernels of one module.
+pub(crate) struct Kernels {
+    pub insert: CudaFunction,
+    pub find: CudaFunction,
+    pub contains: CudaFunction,
+    pub erase: CudaFunction,
+    pub collect_absent: CudaFunction,
+    pub rehash: CudaFunction,
+    pub export: CudaFunction,
+    pub displacement: CudaFunction,
+}
+
+/// C type names for `-DGH_KEY_T` / `-DGH_VALUE_T`.
+pub fn key_ctype(bits: u32) -> &'static str {
+    if bits == 32 { "unsigned int" } else { "unsigned long long" }
+}
+
+/// C type name of a value kind.
+pub fn value_ctype(kind: ValueKind) -> &'static str {
+    match kind {
+        ValueKind::U32 => "unsigned int",
+        ValueKind::I32 => "int",
+        ValueKind::F32 => "float",
+        ValueKind::U64 => "unsigned long long",
+        ValueKind::I64 => "long long",
+        ValueKind::F64 => "double",
+    }
+}
+
+/// The whole translation unit: our headers inlined in place of their
+/// `#include` lines, so NVRTC needs no include paths.
+pub fn full_source() -> String {
+    let header = DEVICE_HEADER.replace("#include \"gpuhash_constants.cuh\"", &cuda_header());
+    BULK_SOURCE.replace("#include \"gpuhash.cuh\"", &header)
+}
+
+/// NVRTC options for one module.
+pub fn compile_options(key_bits: u32, value: ValueKind, arch: &'static str) -> Vec<String> {
+    vec![
+        format!("-DGH_KEY_T={}", key_ctype(key_bits)),
+        format!("-DGH_VALUE_T={}", value_ctype(value)),
+        format!("--gpu-architecture={arch}"),
+        "-std=c++17".into(),
+        "--extra-device-vectorization".into(),
+    ]
+}
+
+/// 64-bit FNV-1a: a stable cache key (std's hasher may change between releases).
+fn fnv1a(parts: &[&str]) -> u64 {
+    let mut h = 0xcbf2_9ce4_8422_2325u64;
+    for p in parts {
+        for b in p.bytes().chain([0u8]) {
+            h ^= b as u64;
+            h = h.wrapping_mul(0x100_0000_01b3);
+        }
+    }
+    h
+}
+
+fn cache_dir() -> Option<PathBuf> {
+    if let Some(d) = std::env::var_os("GPUHASH_CACHE_DIR") {
+        return Some(PathBuf::from(d));
+    }
+    if let Some(d) = std::env::var_os("XDG_CACHE_HOME") {
+        return Some(PathBuf::from(d).join("gpuhash"));
+    }
+    std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache").join("gpuhash"))
+}
+
+/// Compiles (or reads from the disk cache) the PTX of one module.
+pub fn ptx_for(key_bits: u32, value: ValueKind, arch: &'static str) -> Result<String> {
+    let src = full_source();
+    let opts = compile_options(key_bits, value, arch);
+    let mut parts: Vec<&str> = vec![&src];
+    parts.extend(opts.iter().map(String::as_str));
+    let key = fnv1a(&parts);
+    let path = cache_dir().map(|d| d.join(format!("bulk-{key:016x}.ptx")));
+    if let Some(p) = &path {
+        if let Ok(ptx) = std::fs::read_to_string(p) {
+            return Ok(ptx);
+        }
+    }
+    let options = CompileOptions { options: opts, ..Default::default() };
+    let ptx = compile_ptx_with_opts(&src, options)
+        .map_err(|e| Error::Device { device: "nvrtc".into(), message: format!("kernel compilation failed: {e:?}") })?
+        .to_src();
+    if let Some(p) = &path {
+        // The cache is an optimisation: a read-only home must not fail the call.
+        let tmp = p.with_extension(format!("tmp{}", std::process::id()));
+        if std::fs::create_dir_all(p.parent().unwrap()).is_ok() && std::fs::write(&tmp, &ptx).is_ok() {
+            let _ = std::fs::rename(&tmp, p);
+        }
+    }
+    Ok(ptx)
+}
+
+type ModuleKey = (usize, u32, ValueKind);
+
+/// Loads the module for a key/value pair on a context (once per process).
+pub(crate) fn kernels(ctx: &Arc<CudaContext>, key_bits: u32, value: ValueKind) -> Result<Arc<Kernels>> {
+    static LOADED: OnceLock<Mutex<HashMap<ModuleKey, Arc<Kernels>>>> = OnceLock::new();
+    let map = LOADED.get_or_init(Default::default);
+    let key = (ctx.ordinal(), key_bits, value);
+    if let Some(k) = map.lock().unwrap_or_else(|p| p.into_inner()).get(&key) {
+        return Ok(k.clone());
+    }
+    let arch = arch_of(ctx)?;
+    let ptx = ptx_for(key_bits, value, arch)?;
+    let dev = |e: cudarc::driver::DriverError| super::driver_error(ctx.ordinal(), e);
+    let module = ctx.load_module(Ptx::from_src(ptx)).map_err(dev)?;
+    let f = |name: &str| module.load_function(name).map_err(dev);
+    let k = Arc::new(Kernels {
+        insert: f("gh_insert")?,
+        find: f("gh_find")?,
+        contains: f("gh_contains")?,
+        erase: f("gh_erase")?,
+        collect_absent: f("gh_collect_absent")?,
+        rehash: f("gh_rehash")?,
+        export: f("gh_export")?,
+        displacement: f("gh_displacement")?,
+    });
+    map.lock().unwrap_or_else(|p| p.into_inner()).insert(key, k.clone());
+    Ok(k)
+}
+
+/// The virtual architecture to compile for, from the device's compute capability.
+fn arch_of(ctx: &Arc<CudaContext>) -> Result<&'static str> {
+    let (major, minor) = ctx.compute_capability().map_err(|e| super::driver_error(ctx.ordinal(), e))?;
+    Ok(match (major, minor) {
+        (9, _) => "compute_90",
+        (10, _) => "compute_100",
+        (12, _) => "compute_120",
+        (8, 9) => "compute_89",
+        (8, 6) => "compute_86",
+        (8, _) => "compute_80",
+        (7, 5) => "compute_75",
+        _ => "compute_70",
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every module compiles for sm_90 with the NVRTC found at run time.
+    #[test]
+    fn every_module_compiles_with_nvrtc() {
+        // Safety: only probes whether the library can be opened.
+        if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
+            eprintln!("skipped: NVRTC (libnvrtc.so) not found");
+            return;
+        }
+        let dir = std::env::temp_dir().join(format!("gpuhash-nvrtc-test-{}", std::process::id()));
+        std::env::set_var("GPUHASH_CACHE_DIR", &dir);
+        for key_bits in [32, 64] {
+            for kind in [ValueKind::U32, ValueKind::I32, ValueKind::F32, ValueKind::U64, ValueKind::I64, ValueKind::F64] {
+                let ptx = ptx_for(key_bits, kind, "compute_90").unwrap();
+                for name in ["gh_insert", "gh_find", "gh_contains", "gh_erase", "gh_rehash", "gh_export"] {
+                    assert!(ptx.contains(name), "{name} missing for u{key_bits}/{kind:?}");
+                }
+            }
+        }
+        // The second request is served from the disk cache.
+        let entries = std::fs::read_dir(&dir).unwrap().count();
+        assert_eq!(entries, 12);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
