@@ -119,14 +119,17 @@ extern "C" __global__ void gh_export(View t, u64 slots, K* keys_out, V* values_o
 }
 
 // Sum (counters[0]) and maximum (counters[1]) of the buckets each stored key
-// sits past its home bucket.
+// sits past its home bucket, and the live (counters[2]) and erased
+// (counters[3]) slots: a census after users' kernels changed the table.
 extern "C" __global__ void gh_displacement(View t, u64 slots) {
     u64 i = thread_index();
-    u32 d = 0;
+    u32 d = 0, live = 0, tomb = 0;
     if (i < slots) {
         View::raw w = t.slots[i];
         u64 k = View::W::key(w);
+        tomb = k == View::W::TOMB_KEY;
         if (k != View::W::EMPTY_KEY && k != View::W::TOMB_KEY) {
+            live = 1;
             u64 b = i / View::SLOTS, h = t.home(k);
             u64 dist = b >= h ? b - h : b + t.buckets - h;
             d = (u32)dist;
@@ -134,4 +137,6 @@ extern "C" __global__ void gh_displacement(View t, u64 slots) {
         }
     }
     warp_add(&t.meta->counters[0], d);
+    warp_add(&t.meta->counters[2], live);
+    warp_add(&t.meta->counters[3], tomb);
 }

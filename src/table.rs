@@ -341,6 +341,19 @@ impl<K: Key, V: Value> HashTable<K, V> {
         Ok(old)
     }
 
+    /// The CUDA table behind this one, for device-buffer calls and the
+    /// kernel view; `None` on other devices.
+    #[cfg(feature = "cuda")]
+    pub fn cuda(&self) -> Option<&crate::backend::cuda::CudaTable<K, V>> {
+        self.backend.as_any().downcast_ref()
+    }
+
+    /// Mutable form of [`HashTable::cuda`].
+    #[cfg(feature = "cuda")]
+    pub fn cuda_mut(&mut self) -> Option<&mut crate::backend::cuda::CudaTable<K, V>> {
+        self.backend.as_any_mut().downcast_mut()
+    }
+
     fn rehash_into(&mut self, slots: u64) -> Result<()> {
         let mut slots = checked_slots::<K, V>(slots)?;
         loop {

@@ -249,6 +249,12 @@ impl<K: Key, V: Value> CpuTable<K, V> {
 }
 
 impl<K: Key, V: Value> Backend<K, V> for CpuTable<K, V> {
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+    fn as_any_mut(&mut self) -> &mut dyn std::any::Any {
+        self
+    }
     fn device(&self) -> Device {
         Device::Cpu
     }

@@ -45,7 +45,11 @@ pub struct Config {
 }
 
 /// The slot work of a table. Implemented once per device.
-pub trait Backend<K: Key, V: Value>: Send + Sync {
+pub trait Backend<K: Key, V: Value>: Send + Sync + 'static {
+    /// For reaching a backend's own API (device buffers, views).
+    fn as_any(&self) -> &dyn std::any::Any;
+    /// Mutable form of [`Backend::as_any`].
+    fn as_any_mut(&mut self) -> &mut dyn std::any::Any;
     /// Where the slots live.
     fn device(&self) -> Device;
     /// Number of slots.

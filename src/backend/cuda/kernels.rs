@@ -52,8 +52,14 @@ pub fn value_ctype(kind: ValueKind) -> &'static str {
 /// The whole translation unit: our headers inlined in place of their
 /// `#include` lines, so NVRTC needs no include paths.
 pub fn full_source() -> String {
+    with_device_header(BULK_SOURCE)
+}
+
+/// Makes a user's kernel source self-contained for NVRTC: its
+/// `#include "gpuhash.cuh"` line is replaced by the device API header.
+pub fn with_device_header(user_source: &str) -> String {
     let header = DEVICE_HEADER.replace("#include \"gpuhash_constants.cuh\"", &cuda_header());
-    BULK_SOURCE.replace("#include \"gpuhash.cuh\"", &header)
+    user_source.replace("#include \"gpuhash.cuh\"", &header)
 }
 
 /// NVRTC options for one module.
@@ -145,8 +151,8 @@ pub(crate) fn kernels(ctx: &Arc<CudaContext>, key_bits: u32, value: ValueKind) -
     Ok(k)
 }
 
-/// The virtual architecture to compile for, from the device's compute capability.
-fn arch_of(ctx: &Arc<CudaContext>) -> Result<&'static str> {
+/// The virtual architecture (`compute_XY`) to compile for, from the device's compute capability.
+pub fn arch_of(ctx: &Arc<CudaContext>) -> Result<&'static str> {
     let (major, minor) = ctx.compute_capability().map_err(|e| super::driver_error(ctx.ordinal(), e))?;
     Ok(match (major, minor) {
         (9, _) => "compute_90",

@@ -335,12 +335,36 @@ impl<K: Key, V: Value> CudaTable<K, V> {
         unsafe { cu::memset_d8_async(ptr, 0, 32, self.stream.cu_stream()) }.map_err(|e| self.err(e))
     }
 
+    /// Recounts live keys and tombstones on the device. Call it after your
+    /// own kernels inserted or erased through [`CudaTable::view`], so that
+    /// `len`, growth and statistics see their work.
+    pub fn resync(&mut self) -> Result<()> {
+        let slots = self.config.slots;
+        self.zero_counters()?;
+        let view = self.view();
+        let mut b = self.stream.launch_builder(&self.kernels.displacement);
+        b.arg(&view).arg(&slots);
+        // Safety: arguments match gh_displacement.
+        unsafe { b.launch(grid(slots)) }.map_err(|e| self.err(e))?;
+        let m = self.read_meta()?;
+        self.live = m[2];
+        self.tombstones = m[3];
+        self.specials = Self::count_specials(&m);
+        Ok(())
+    }
+
     fn upload<T: DeviceRepr>(&self, data: &[T]) -> Result<CudaSlice<T>> {
         self.stream.clone_htod(data).map_err(|e| self.err(e))
     }
 }
 
 impl<K: Key, V: Value> Backend<K, V> for CudaTable<K, V> {
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+    fn as_any_mut(&mut self) -> &mut dyn std::any::Any {
+        self
+    }
     fn device(&self) -> Device {
         Device::Cuda(self.ctx.ordinal())
     }
