@@ -110,7 +110,6 @@ template <> __device__ __forceinline__ void atomic_reduce<double>(double* p, u32
 
 // ---- slot words -------------------------------------------------------------
 // A bucket is one 32-byte sector: 4 eight-byte words or 2 sixteen-byte words.
-// Table reads bypass L1 (__ldcg) so a thread never acts on a stale line.
 template <int BYTES> struct Word;
 
 template <> struct Word<8> {
@@ -124,11 +123,6 @@ template <> struct Word<8> {
     static __device__ __forceinline__ raw empty() { return ~0ull; }
     static __device__ __forceinline__ raw tomb() { return ~0ull - 1; }
     static __device__ __forceinline__ bool eq(raw a, raw b) { return a == b; }
-    static __device__ __forceinline__ void load_bucket(const raw* b, raw (&w)[SLOTS]) {
-        ulonglong2 a = __ldcg((const ulonglong2*)b);
-        ulonglong2 c = __ldcg((const ulonglong2*)b + 1);
-        w[0] = a.x; w[1] = a.y; w[2] = c.x; w[3] = c.y;
-    }
     static __device__ __forceinline__ raw cas(raw* p, raw cmp, raw val) { return atomicCAS(p, cmp, val); }
     template <typename V> static __device__ __forceinline__ V* value_ptr(raw* p) { return (V*)((u32*)p + 1); }
 };
@@ -146,11 +140,6 @@ template <> struct Word<16> {
     static __device__ __forceinline__ raw empty() { return pack(~0ull, ~0ull); }
     static __device__ __forceinline__ raw tomb() { return pack(~0ull - 1, ~0ull); }
     static __device__ __forceinline__ bool eq(raw a, raw b) { return a.k == b.k && a.v == b.v; }
-    static __device__ __forceinline__ void load_bucket(const raw* b, raw (&w)[SLOTS]) {
-        ulonglong2 a = __ldcg((const ulonglong2*)b);
-        ulonglong2 c = __ldcg((const ulonglong2*)b + 1);
-        w[0] = pack(a.x, a.y); w[1] = pack(c.x, c.y);
-    }
     static __device__ __forceinline__ raw cas(raw* p, raw cmp, raw val) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
 #error "16-byte slots need sm_90 or newer (128-bit atomicCAS)"
@@ -161,6 +150,7 @@ template <> struct Word<16> {
 };
 
 // ---- the table view -----------------------------------------------------------
+// Table reads bypass L1 (__ldcg) so a thread never acts on a stale line.
 // Mirrors `gpuhash::backend::cuda::DeviceView` (#[repr(C)]); copy it freely.
 template <typename K, typename V> struct TableView {
     static constexpr int WORD_BYTES = (sizeof(K) == 4 && sizeof(V) == 4) ? 8 : 16;
@@ -179,8 +169,26 @@ template <typename K, typename V> struct TableView {
     }
     __device__ __forceinline__ u64 home(u64 k) const { return __umul64hi(mix64(k, seed), buckets); }
 
+    // Visits the slots of one bucket in order as f(slot, key, value) until f
+    // returns true; returns whether it did. Two 16-byte loads per bucket, no
+    // arrays, so nothing is placed in local memory.
+    template <typename F>
+    __device__ __forceinline__ bool scan_bucket(const raw* bucket, F&& f) const {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            ulonglong2 p = __ldcg((const ulonglong2*)bucket + h);
+            if (WORD_BYTES == 8) {
+                if (f(2 * h, p.x & 0xffffffffull, p.x >> 32)) return true;
+                if (f(2 * h + 1, p.y & 0xffffffffull, p.y >> 32)) return true;
+            } else if (f(h, p.x, p.y)) {
+                return true;
+            }
+        }
+        return false;
+    }
+
     // Looks a key up; writes its value to *out when found.
-    __device__ bool find(K key, V* out) const {
+    __device__ __forceinline__ bool find(K key, V* out) const {
         int s = special_index(key);
         if (s >= 0) {
             if (*(volatile u32*)&meta->special_state[s] != 2) return false;
@@ -189,37 +197,33 @@ template <typename K, typename V> struct TableView {
         }
         u64 k = (u64)key, b = home(k);
         for (u64 step = 0; step < limit; ++step) {
-            raw w[SLOTS];
-            W::load_bucket(slots + b * SLOTS, w);
-#pragma unroll
-            for (int i = 0; i < SLOTS; ++i) {
-                u64 kk = W::key(w[i]);
-                if (kk == k) { *out = from_bits<V>(W::value(w[i])); return true; }
-                if (kk == W::EMPTY_KEY) return false;
-            }
+            int r = 0;  // 1 found, 2 stop: an EMPTY slot ends the sequence
+            scan_bucket(slots + b * SLOTS, [&](int, u64 kk, u64 vv) {
+                if (kk == k) { *out = from_bits<V>(vv); r = 1; return true; }
+                if (kk == W::EMPTY_KEY) { r = 2; return true; }
+                return false;
+            });
+            if (r) return r == 1;
             if (++b == buckets) b = 0;
         }
         return false;
     }
 
-    __device__ bool contains(K key) const { V v; return find(key, &v); }
+    __device__ __forceinline__ bool contains(K key) const { V v; return find(key, &v); }
 
     // Inserts a pair. A present key is overwritten (MODE_ASSIGN), kept
     // (MODE_IF_ABSENT) or combined with `op` (MODE_APPLY). Returns INSERTED,
     // EXISTING, or FAILED when no slot was free within the probe limit.
-    __device__ int insert(K key, V value, u32 mode, u32 op) const {
+    __device__ __forceinline__ int insert(K key, V value, u32 mode, u32 op) const {
         int s = special_index(key);
         if (s >= 0) return insert_special(s, value, mode, op);
         u64 k = (u64)key, b = home(k);
         const raw desired = W::pack(k, to_bits<V>(value));
         for (u64 step = 0; step < limit; ++step) {
             raw* bucket = slots + b * SLOTS;
-            raw w[SLOTS];
-            W::load_bucket(bucket, w);
-#pragma unroll
-            for (int i = 0; i < SLOTS; ++i) {
+            int r = -1;
+            scan_bucket(bucket, [&](int i, u64 kk, u64) {
                 while (true) {
-                    u64 kk = W::key(w[i]);
                     if (kk == k) {
                         // The key never leaves this slot during a bulk insert,
                         // so the value field can be updated on its own.
@@ -229,41 +233,42 @@ template <typename K, typename V> struct TableView {
                         } else if (mode == MODE_APPLY) {
                             atomic_reduce<V>(W::template value_ptr<V>(&bucket[i]), op, value);
                         }
-                        return EXISTING;
+                        r = EXISTING;
+                        return true;
                     }
-                    if (kk != W::EMPTY_KEY) break;  // another key or a tombstone
-                    raw prev = W::cas(&bucket[i], w[i], desired);
-                    if (W::eq(prev, w[i])) return INSERTED;
-                    w[i] = prev;  // lost the race: look at what the winner wrote
+                    if (kk != W::EMPTY_KEY) return false;  // another key or a tombstone
+                    // EMPTY slots are all ones: nothing but a claim ever changes them.
+                    raw prev = W::cas(&bucket[i], W::empty(), desired);
+                    if (W::eq(prev, W::empty())) { r = INSERTED; return true; }
+                    kk = W::key(prev);  // lost the race: look at what the winner wrote
                 }
-            }
+            });
+            if (r >= 0) return r;
             if (++b == buckets) b = 0;
         }
         return FAILED;
     }
 
     // Erases a key; true if this call removed it (the slot becomes a tombstone).
-    __device__ bool erase(K key) const {
+    __device__ __forceinline__ bool erase(K key) const {
         int s = special_index(key);
         if (s >= 0) return atomicCAS(&meta->special_state[s], 2u, 0u) == 2u;
         u64 k = (u64)key, b = home(k);
         for (u64 step = 0; step < limit; ++step) {
             raw* bucket = slots + b * SLOTS;
-            raw w[SLOTS];
-            W::load_bucket(bucket, w);
-#pragma unroll
-            for (int i = 0; i < SLOTS; ++i) {
-                u64 kk = W::key(w[i]);
-                if (kk == W::EMPTY_KEY) return false;
-                if (kk != k) continue;
-                raw cur = w[i];
+            int r = -1;  // 1 erased, 0 absent
+            scan_bucket(bucket, [&](int i, u64 kk, u64 vv) {
+                if (kk == W::EMPTY_KEY) { r = 0; return true; }
+                if (kk != k) return false;
+                raw cur = W::pack(k, vv);
                 while (true) {
                     raw prev = W::cas(&bucket[i], cur, W::tomb());
-                    if (W::eq(prev, cur)) return true;
-                    if (W::key(prev) != k) return false;  // erased by someone else
-                    cur = prev;                             // value changed meanwhile
+                    if (W::eq(prev, cur)) { r = 1; return true; }
+                    if (W::key(prev) != k) { r = 0; return true; }  // erased by someone else
+                    cur = prev;                                       // value changed meanwhile
                 }
-            }
+            });
+            if (r >= 0) return r == 1;
             if (++b == buckets) b = 0;
         }
         return false;
