@@ -26,6 +26,11 @@
 //! Layers, bottom up: [`core`] (layout, hash, probe sequence, capacity math;
 //! pure), [`backend`] (the slot work per device), and [`HashTable`].
 
+// The README's examples run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
+
 pub mod backend;
 pub mod core;
 mod device;
