@@ -30,8 +30,8 @@ fi
 if has sanitizer; then
     # Small sizes keep the instrumented run short; the same tests as above.
     for tool in memcheck racecheck; do
-        GPUHASH_TEST_SCALE=small compute-sanitizer --tool $tool --error-exitcode 99 \
-            "$here/bin/test-conformance_cuda" --test-threads=1 > "$logs/sanitizer-$tool.log" 2>&1
+        GPUHASH_TEST_SCALE=small timeout "${SANITIZER_TIMEOUT:-300}" compute-sanitizer --tool $tool --error-exitcode 99 \
+            "$here/bin/test-conformance_cuda" --test-threads=1 ${SANITIZER_FILTER:-} > "$logs/sanitizer-$tool.log" 2>&1
         rc=$?
         note "sanitizer $tool: rc=$rc $(grep -E 'ERROR SUMMARY|test result' "$logs/sanitizer-$tool.log" | tr '\n' ' ')"
         [ $rc -eq 0 ] || fail=1

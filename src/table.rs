@@ -306,7 +306,7 @@ impl<K: Key, V: Value> HashTable<K, V> {
     /// Occupancy and probe statistics (scans the table).
     pub fn stats(&self) -> Result<Stats> {
         let (sum, max) = self.backend.displacement()?;
-        let live = self.backend.used() - self.tombstones();
+        let live = self.len() - self.backend.out_of_band();
         Ok(Stats {
             len: self.len(),
             slots: self.capacity(),
@@ -399,7 +399,7 @@ impl<K: Key, V: Value> HashTable<K, V> {
                 continue;
             }
             let room = limit - used;
-            let slack = (slots / 16).min((slots - used) / 2);
+            let slack = (slots / 16).min(slots.saturating_sub(used) / 2);
             let est = if new_fraction > 1e-3 { (room as f64 / new_fraction) as u64 } else { u64::MAX };
             let chunk = (n - pos).min(est.max(slack).max(1) as usize);
             let (k, v) = (&keys[pos..pos + chunk], &values[pos..pos + chunk]);

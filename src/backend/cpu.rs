@@ -264,11 +264,15 @@ impl<K: Key, V: Value> Backend<K, V> for CpuTable<K, V> {
     }
 
     fn len(&self) -> u64 {
-        self.live + self.specials.iter().filter(|s| s.is_some()).count() as u64
+        self.live + self.out_of_band()
     }
 
     fn used(&self) -> u64 {
-        self.live + self.tombstones
+        self.len() + self.tombstones
+    }
+
+    fn out_of_band(&self) -> u64 {
+        self.specials.iter().filter(|s| s.is_some()).count() as u64
     }
 
     fn tombstones(&self) -> u64 {

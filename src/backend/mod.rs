@@ -56,8 +56,11 @@ pub trait Backend<K: Key, V: Value>: Send + Sync + 'static {
     fn slots(&self) -> u64;
     /// Live keys, including those stored out of band.
     fn len(&self) -> u64;
-    /// Slots in use: live keys in slots plus tombstones.
+    /// What the load limit counts: live keys (out-of-band ones included, so
+    /// `len / slots` never passes the maximum load) plus tombstones.
     fn used(&self) -> u64;
+    /// Live keys stored out of band (0, 1 or 2).
+    fn out_of_band(&self) -> u64;
     /// Erased slots not yet reclaimed.
     fn tombstones(&self) -> u64;
     /// Inserts a batch (`keys.len() == values.len()`, checked by the caller).

@@ -375,7 +375,10 @@ impl<K: Key, V: Value> Backend<K, V> for CudaTable<K, V> {
         self.live + self.specials
     }
     fn used(&self) -> u64 {
-        self.live + self.tombstones
+        self.live + self.specials + self.tombstones
+    }
+    fn out_of_band(&self) -> u64 {
+        self.specials
     }
     fn tombstones(&self) -> u64 {
         self.tombstones
