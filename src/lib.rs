@@ -37,6 +37,10 @@ mod device;
 mod error;
 mod table;
 
+/// The cudarc version gpuhash is built with, for device buffers and streams.
+#[cfg(feature = "cuda")]
+pub use cudarc;
+
 pub use crate::core::keys::{Key, Reduce, Value, ValueKind};
 pub use device::Device;
 pub use error::{Error, NotStored, Result};

@@ -6,6 +6,7 @@
 //! device cannot be used.
 
 pub mod kernels;
+pub mod limits;
 
 use std::marker::PhantomData;
 use std::sync::Arc;

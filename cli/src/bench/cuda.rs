@@ -1,0 +1,163 @@
+//! The CUDA target: keys and outputs live in device memory before the timed
+//! call, which is timed with CUDA events on the table's stream (the device
+//! buffer API, as an application keeping its data on the GPU would call it).
+
+use gpuhash::backend::cuda::CudaTable;
+use gpuhash::backend::InsertMode;
+use gpuhash::cudarc::driver::CudaSlice;
+use gpuhash::{Device, Error as TableError, HashTable, Reduce, Value};
+
+use super::grid::{Case, Op, Sample, Target};
+use super::keys::{GenKey, Workload};
+use super::BenchError;
+
+/// Device-resident inputs and outputs of one case.
+struct Buffers<K: GenKey, V: Value> {
+    keys: CudaSlice<K>,
+    values: CudaSlice<V>,
+    out_values: CudaSlice<V>,
+    found: CudaSlice<u8>,
+}
+
+pub(crate) struct CudaTarget<K: GenKey, V: Value> {
+    device: Device,
+    scheme: String,
+    table: Option<HashTable<K, V>>,
+    bufs: Option<Buffers<K, V>>,
+    probes: Option<f64>,
+    stored: u64,
+}
+
+impl<K: GenKey, V: Value> CudaTarget<K, V> {
+    pub(crate) fn new(device: Device, scheme: &str) -> Self {
+        CudaTarget { device, scheme: scheme.into(), table: None, bufs: None, probes: None, stored: 0 }
+    }
+
+    fn err(&self, source: TableError) -> BenchError {
+        BenchError::Table { target: format!("{}/{}", self.device, self.scheme), source }
+    }
+
+    fn cuda(&self) -> &CudaTable<K, V> {
+        self.table.as_ref().and_then(|t| t.cuda()).expect("prepare() builds a CUDA table")
+    }
+}
+
+fn dev_err(e: gpuhash::cudarc::driver::DriverError) -> TableError {
+    TableError::Device { device: "cuda".into(), message: format!("{e:?}") }
+}
+
+fn rejected_of(r: Result<gpuhash::InsertReport, TableError>) -> Result<u64, TableError> {
+    match r {
+        Ok(_) => Ok(0),
+        Err(TableError::TableFull(not)) => Ok(not.positions.len() as u64),
+        Err(e) => Err(e),
+    }
+}
+
+impl<K: GenKey, V: Value> Target<K, V> for CudaTarget<K, V> {
+    fn device(&self) -> String {
+        self.device.to_string()
+    }
+
+    fn scheme(&self) -> String {
+        self.scheme.clone()
+    }
+
+    fn supports(&self, case: &Case) -> bool {
+        // Mixed rounds are many small host calls: timed on the CPU path only.
+        case.op != Op::Mixed
+    }
+
+    fn prepare(&mut self, case: &Case, w: &Workload<K, V>) -> Result<(), BenchError> {
+        self.reset();
+        let mut table: HashTable<K, V> = HashTable::<K, V>::builder()
+            .device(self.device)
+            .capacity(case.slots)
+            .max_load_factor(1.0)
+            .growth(false)
+            .build()
+            .map_err(|e| self.err(e))?;
+        if !w.prefill.is_empty() {
+            let r = table.insert_or_assign(&w.prefill, &w.prefill_values);
+            self.stored = w.prefill.len() as u64 - rejected_of(r).map_err(|e| self.err(e))?;
+        }
+        let stream = table.cuda().expect("a CUDA table").stream().clone();
+        let n = w.keys.len();
+        let bufs = (|| -> Result<Buffers<K, V>, TableError> {
+            Ok(Buffers {
+                keys: stream.clone_htod(&w.keys).map_err(dev_err)?,
+                values: stream.clone_htod(&w.values).map_err(dev_err)?,
+                out_values: stream.alloc_zeros::<V>(n.max(1)).map_err(dev_err)?,
+                found: stream.alloc_zeros::<u8>(n.max(1)).map_err(dev_err)?,
+            })
+        })()
+        .map_err(|e| self.err(e))?;
+        stream.synchronize().map_err(|e| self.err(dev_err(e)))?;
+        if !matches!(case.op, Op::Insert | Op::InsertIfAbsent | Op::ApplySum) {
+            self.probes = Some(table.stats().map_err(|e| self.err(e))?.mean_probe_buckets);
+        }
+        self.table = Some(table);
+        self.bufs = Some(bufs);
+        Ok(())
+    }
+
+    fn run(&mut self, case: &Case, _w: &Workload<K, V>) -> Result<Sample, BenchError> {
+        let stream = self.cuda().stream().clone();
+        let ctx = stream.context().clone();
+        let start = ctx.new_event(None).map_err(|e| self.err(dev_err(e)))?;
+        let end = ctx.new_event(None).map_err(|e| self.err(dev_err(e)))?;
+        let mut bufs = self.bufs.take().expect("prepare() runs before run()");
+        let mut table = self.table.take().expect("prepare() runs before run()");
+        start.record(&stream).map_err(|e| self.err(dev_err(e)))?;
+        let outcome: Result<(u64, u64), TableError> = (|| {
+            let t = table.cuda_mut().expect("a CUDA table");
+            let (k, v) = (bufs.keys.as_view(), bufs.values.as_view());
+            Ok(match case.op {
+                Op::Insert => (rejected_of(t.insert_device(&k, &v, InsertMode::Assign))?, 0),
+                Op::InsertIfAbsent => (rejected_of(t.insert_device(&k, &v, InsertMode::IfAbsent))?, 0),
+                Op::ApplySum => (rejected_of(t.insert_device(&k, &v, InsertMode::Apply(Reduce::Sum)))?, 0),
+                Op::FindHit | Op::FindMiss50 | Op::FindMiss => {
+                    (0, t.find_device(&k, &mut bufs.out_values.as_view_mut(), &mut bufs.found.as_view_mut())?)
+                }
+                Op::Contains => (0, t.contains_device(&k, &mut bufs.found.as_view_mut())?),
+                Op::Erase => (0, t.erase_device(&k)?),
+                Op::Mixed => unreachable!("not supported on this target"),
+            })
+        })();
+        end.record(&stream).map_err(|e| self.err(dev_err(e)))?;
+        end.synchronize().map_err(|e| self.err(dev_err(e)))?;
+        let ms = start.elapsed_ms(&end).map_err(|e| self.err(dev_err(e)))? as f64;
+        self.table = Some(table);
+        self.bufs = Some(bufs);
+        let (rejected, hits) = outcome.map_err(|e| self.err(e))?;
+        let expected = match case.op {
+            Op::FindHit | Op::Contains | Op::Erase => Some(self.stored),
+            Op::FindMiss => Some(0),
+            _ => None,
+        };
+        if let Some(want) = expected.filter(|&want| want != hits) {
+            return Err(BenchError::Check(format!(
+                "{}/{} {}: {hits} keys found, expected {want}",
+                self.device,
+                self.scheme,
+                case.op.name()
+            )));
+        }
+        if matches!(case.op, Op::Insert | Op::InsertIfAbsent | Op::ApplySum) {
+            let stats = self.table.as_ref().unwrap().stats().map_err(|e| self.err(e))?;
+            self.probes = Some(stats.mean_probe_buckets);
+        }
+        Ok(Sample { ms, rejected })
+    }
+
+    fn probes(&self) -> Option<f64> {
+        self.probes
+    }
+
+    fn reset(&mut self) {
+        self.bufs = None;
+        self.table = None;
+        self.probes = None;
+        self.stored = 0;
+    }
+}
