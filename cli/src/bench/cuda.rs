@@ -4,6 +4,7 @@
 
 use gpuhash::backend::cuda::CudaTable;
 use gpuhash::backend::InsertMode;
+use gpuhash::cudarc::driver::sys::CUevent_flags;
 use gpuhash::cudarc::driver::CudaSlice;
 use gpuhash::{Device, Error as TableError, HashTable, Reduce, Value};
 
@@ -87,7 +88,9 @@ impl<K: GenKey, V: Value> Target<K, V> for CudaTarget<K, V> {
             Ok(Buffers {
                 keys: stream.clone_htod(&w.keys).map_err(dev_err)?,
                 values: stream.clone_htod(&w.values).map_err(dev_err)?,
-                out_values: stream.alloc_zeros::<V>(n.max(1)).map_err(dev_err)?,
+                // Uploaded rather than alloc_zeros: `Value` does not promise
+                // cudarc's ValidAsZeroBits. Outside the timed region either way.
+                out_values: stream.clone_htod(&vec![V::from_bits(0); n.max(1)]).map_err(dev_err)?,
                 found: stream.alloc_zeros::<u8>(n.max(1)).map_err(dev_err)?,
             })
         })()
@@ -104,8 +107,10 @@ impl<K: GenKey, V: Value> Target<K, V> for CudaTarget<K, V> {
     fn run(&mut self, case: &Case, _w: &Workload<K, V>) -> Result<Sample, BenchError> {
         let stream = self.cuda().stream().clone();
         let ctx = stream.context().clone();
-        let start = ctx.new_event(None).map_err(|e| self.err(dev_err(e)))?;
-        let end = ctx.new_event(None).map_err(|e| self.err(dev_err(e)))?;
+        // cudarc's default event flags disable timing; ask for timing events.
+        let timing = Some(CUevent_flags::CU_EVENT_DEFAULT);
+        let start = ctx.new_event(timing).map_err(|e| self.err(dev_err(e)))?;
+        let end = ctx.new_event(timing).map_err(|e| self.err(dev_err(e)))?;
         let mut bufs = self.bufs.take().expect("prepare() runs before run()");
         let mut table = self.table.take().expect("prepare() runs before run()");
         start.record(&stream).map_err(|e| self.err(dev_err(e)))?;

@@ -1,0 +1,470 @@
+//! The benchmark grid: operations, cases, the `Target` abstraction and the
+//! loop that times every target on every case.
+
+use std::hint::black_box;
+use std::time::Instant;
+
+use gpuhash::core::capacity::round_slots;
+use gpuhash::core::layout::Word;
+use gpuhash::{Device, Error as TableError, HashTable, Key, Reduce, Value};
+use indicatif::ProgressBar;
+
+use super::keys::{rep_seed, GenKey, Workload};
+use super::peers;
+use super::report::Row;
+use super::BenchError;
+
+/// One benchmarked operation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum Op {
+    /// insert-or-assign of n distinct keys into an empty table.
+    Insert,
+    /// insert-if-absent of n distinct keys into an empty table.
+    InsertIfAbsent,
+    /// Lookup of the n stored keys.
+    FindHit,
+    /// Lookup of n keys, each a hit or a miss with probability 1/2.
+    FindMiss50,
+    /// Lookup of n keys that are not stored.
+    FindMiss,
+    /// Membership test of the n stored keys.
+    Contains,
+    /// Erase of the n stored keys.
+    Erase,
+    /// insert-or-apply (sum) of n distinct keys, each `multiplicity` times.
+    ApplySum,
+    /// Rounds of insert, erase and find calls in the `--mix` proportions.
+    Mixed,
+}
+
+impl Op {
+    pub(crate) const ALL: &'static [Op] = &[
+        Op::Insert,
+        Op::InsertIfAbsent,
+        Op::FindHit,
+        Op::FindMiss50,
+        Op::FindMiss,
+        Op::Contains,
+        Op::Erase,
+        Op::ApplySum,
+        Op::Mixed,
+    ];
+
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Op::Insert => "insert",
+            Op::InsertIfAbsent => "insert_if_absent",
+            Op::FindHit => "find_hit",
+            Op::FindMiss50 => "find_miss50",
+            Op::FindMiss => "find_miss",
+            Op::Contains => "contains",
+            Op::Erase => "erase",
+            Op::ApplySum => "apply_sum",
+            Op::Mixed => "mixed",
+        }
+    }
+
+    pub(crate) fn parse(s: &str) -> Option<Op> {
+        Op::ALL.iter().copied().find(|o| o.name() == s)
+    }
+
+    /// Ops that run at loads above 1.0 and count the keys a full table
+    /// rejects. Lookups in an overfull table would only measure the probe
+    /// limit (every miss scans it), so they stop at 1.0.
+    pub(crate) fn allows_overfull(self) -> bool {
+        matches!(self, Op::Insert | Op::InsertIfAbsent | Op::ApplySum)
+    }
+
+    /// Whether the timed call builds the table (probe statistics are then
+    /// taken after it) rather than using a prefilled one (taken before).
+    fn builds_table(self) -> bool {
+        matches!(self, Op::Insert | Op::InsertIfAbsent | Op::ApplySum)
+    }
+}
+
+/// Split of the `mixed` workload in percent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Mix {
+    pub insert: u32,
+    pub erase: u32,
+    pub find: u32,
+}
+
+impl Mix {
+    /// Parses `insert:erase:find` percentages summing to 100.
+    pub(crate) fn parse(s: &str) -> Result<Mix, String> {
+        let parts: Vec<&str> = s.split(':').collect();
+        let nums: Result<Vec<u32>, _> = parts.iter().map(|p| p.trim().parse::<u32>()).collect();
+        match nums {
+            Ok(v) if v.len() == 3 && v.iter().sum::<u32>() == 100 => {
+                Ok(Mix { insert: v[0], erase: v[1], find: v[2] })
+            }
+            _ => Err(format!("'{s}' is not insert:erase:find percentages summing to 100 (e.g. 20:10:70)")),
+        }
+    }
+
+    /// Operations of each kind out of `total`.
+    pub(crate) fn split(&self, total: u64) -> (u64, u64, u64) {
+        let ins = total * self.insert as u64 / 100;
+        let era = total * self.erase as u64 / 100;
+        (ins, era, total - ins - era)
+    }
+}
+
+/// One cell of the grid (for every target).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Case {
+    pub op: Op,
+    pub key_bits: u32,
+    pub value_bits: u32,
+    /// Slots of the table (the request rounded to whole buckets).
+    pub slots: u64,
+    /// Bytes of the gpuhash table (`slots` times the slot size).
+    pub table_bytes: u64,
+    pub load: f64,
+    /// Distinct keys: `load * slots`, rounded.
+    pub distinct: u64,
+    pub multiplicity: u64,
+    pub mix: Mix,
+    pub round_ops: u64,
+}
+
+/// Everything the grid needs, resolved from flags and defaults.
+#[derive(Clone, Debug)]
+pub(crate) struct GridSpec {
+    pub device: Device,
+    pub schemes: Vec<String>,
+    pub peers: bool,
+    pub ops: Vec<Op>,
+    pub key_bits: Vec<u32>,
+    pub value_bits: Vec<u32>,
+    pub loads: Vec<f64>,
+    pub sizes: Vec<u64>,
+    pub reps: usize,
+    pub warmup: usize,
+    pub seed: u64,
+    pub multiplicity: u64,
+    pub mix: Mix,
+    pub round_ops: u64,
+}
+
+fn slot_bytes<K: Key, V: Value>() -> u64 {
+    <K::Word<V> as Word>::BYTES as u64
+}
+
+fn slot_bytes_of(key_bits: u32, value_bits: u32) -> u64 {
+    match (key_bits, value_bits) {
+        (32, 32) => slot_bytes::<u32, u32>(),
+        (32, _) => slot_bytes::<u32, u64>(),
+        (_, 32) => slot_bytes::<u64, u32>(),
+        _ => slot_bytes::<u64, u64>(),
+    }
+}
+
+impl GridSpec {
+    /// Every case, in the order they run: key width, value width, size, op, load.
+    pub(crate) fn cases(&self) -> Vec<Case> {
+        let mut out = Vec::new();
+        for &key_bits in &self.key_bits {
+            for &value_bits in &self.value_bits {
+                let sb = slot_bytes_of(key_bits, value_bits);
+                for &size in &self.sizes {
+                    let slots = round_slots(size, sb as usize).unwrap_or(size);
+                    for &op in &self.ops {
+                        for &load in &self.loads {
+                            if load > 1.0 && !op.allows_overfull() {
+                                continue;
+                            }
+                            out.push(Case {
+                                op,
+                                key_bits,
+                                value_bits,
+                                slots,
+                                table_bytes: slots * sb,
+                                load,
+                                distinct: (load * slots as f64).round() as u64,
+                                multiplicity: self.multiplicity,
+                                mix: self.mix,
+                                round_ops: self.round_ops,
+                            });
+                        }
+                    }
+                }
+            }
+        }
+        out
+    }
+
+}
+
+/// One timed run.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Sample {
+    pub ms: f64,
+    /// Keys a full table did not store (growth off).
+    pub rejected: u64,
+}
+
+/// Something the grid can time: a gpuhash table on some device, or a peer.
+///
+/// `prepare` and `reset` are never timed; `run` times only the bulk call(s)
+/// and reports milliseconds, so a GPU target can time with device events
+/// instead of the host clock.
+pub(crate) trait Target<K: GenKey, V: Value> {
+    /// Device label for the results (`cpu`, `cuda:0`).
+    fn device(&self) -> String;
+    /// Scheme label for the results (`default`, `std`, ...).
+    fn scheme(&self) -> String;
+    /// Whether this target runs `case` at all.
+    fn supports(&self, case: &Case) -> bool;
+    /// Builds the state the timed call starts from.
+    fn prepare(&mut self, case: &Case, w: &Workload<K, V>) -> Result<(), BenchError>;
+    /// Runs the case's operation once and times it.
+    fn run(&mut self, case: &Case, w: &Workload<K, V>) -> Result<Sample, BenchError>;
+    /// Mean 32-byte buckets probed per stored key, if known (see `stats()`).
+    fn probes(&self) -> Option<f64> {
+        None
+    }
+    /// Drops the state, so only one table lives at a time.
+    fn reset(&mut self);
+}
+
+/// A gpuhash `HashTable` on any device. On the CPU the host clock is exact;
+/// a CUDA implementation may replace `run`'s timing by CUDA events.
+pub(crate) struct TableTarget<K: Key, V: Value> {
+    device: Device,
+    scheme: String,
+    table: Option<HashTable<K, V>>,
+    out_values: Vec<V>,
+    found: Vec<bool>,
+    probes: Option<f64>,
+    /// Prefilled keys the table holds (fewer than asked only if it was full).
+    stored: u64,
+}
+
+impl<K: Key, V: Value> TableTarget<K, V> {
+    pub(crate) fn new(device: Device, scheme: &str) -> Self {
+        TableTarget {
+            device,
+            scheme: scheme.to_string(),
+            table: None,
+            out_values: Vec::new(),
+            found: Vec::new(),
+            probes: None,
+            stored: 0,
+        }
+    }
+
+    fn err(&self, source: TableError) -> BenchError {
+        BenchError::Table { target: format!("{}/{}", self.device, self.scheme), source }
+    }
+
+    fn table(&mut self) -> &mut HashTable<K, V> {
+        self.table.as_mut().expect("prepare() runs before run()")
+    }
+
+    fn measure_probes(&mut self) -> Result<(), BenchError> {
+        let stats = self.table().stats().map_err(|e| self.err(e))?;
+        self.probes = Some(stats.mean_probe_buckets);
+        Ok(())
+    }
+}
+
+/// Keys an insert did not store: a full table (growth off) is an outcome
+/// to count, not a failure.
+fn rejected_of(r: Result<gpuhash::InsertReport, TableError>) -> Result<u64, TableError> {
+    match r {
+        Ok(_) => Ok(0),
+        Err(TableError::TableFull(not)) => Ok(not.positions.len() as u64),
+        Err(e) => Err(e),
+    }
+}
+
+/// Output buffers written by a lookup, touched now so that page faults do
+/// not land in the timed region (a zeroed allocation may be mapped lazily).
+fn touched<T: Clone>(n: usize, fill: T) -> Vec<T> {
+    vec![fill; n]
+}
+
+impl<K: GenKey, V: Value> Target<K, V> for TableTarget<K, V> {
+    fn device(&self) -> String {
+        self.device.to_string()
+    }
+
+    fn scheme(&self) -> String {
+        self.scheme.clone()
+    }
+
+    fn supports(&self, _case: &Case) -> bool {
+        true
+    }
+
+    fn prepare(&mut self, case: &Case, w: &Workload<K, V>) -> Result<(), BenchError> {
+        self.reset();
+        // Only the default scheme exists so far; a new scheme picks its
+        // builder settings here.
+        let builder = HashTable::<K, V>::builder()
+            .device(self.device)
+            .capacity(case.slots)
+            .max_load_factor(1.0)
+            .growth(false);
+        self.table = Some(builder.build().map_err(|e| self.err(e))?);
+        if !w.prefill.is_empty() {
+            let r = self.table().insert_or_assign(&w.prefill, &w.prefill_values);
+            let rejected = rejected_of(r).map_err(|e| self.err(e))?;
+            self.stored = w.prefill.len() as u64 - rejected;
+        }
+        if !case.op.builds_table() {
+            self.measure_probes()?;
+        }
+        let outputs = match case.op {
+            Op::Mixed => w.find_keys.len(),
+            Op::FindHit | Op::FindMiss50 | Op::FindMiss | Op::Contains => w.keys.len(),
+            _ => 0,
+        };
+        self.out_values = touched(outputs, V::from_bits(1));
+        self.found = touched(outputs, true);
+        Ok(())
+    }
+
+    fn run(&mut self, case: &Case, w: &Workload<K, V>) -> Result<Sample, BenchError> {
+        let mut table = self.table.take().expect("prepare() runs before run()");
+        let (vals, found) = (&mut self.out_values, &mut self.found);
+        let start = Instant::now();
+        let outcome: Result<(u64, u64), TableError> = (|| {
+            let t = &mut table;
+            Ok(match case.op {
+                Op::Insert => (rejected_of(t.insert_or_assign(&w.keys, &w.values))?, 0),
+                Op::InsertIfAbsent => (rejected_of(t.insert_if_absent(&w.keys, &w.values))?, 0),
+                Op::ApplySum => (rejected_of(t.insert_or_apply(&w.keys, &w.values, Reduce::Sum))?, 0),
+                Op::FindHit | Op::FindMiss50 | Op::FindMiss => (0, t.find_into(&w.keys, vals, found)?),
+                Op::Contains => (0, t.contains_into(&w.keys, found)?),
+                Op::Erase => (0, t.erase(&w.keys)?),
+                Op::Mixed => {
+                    let (mut rejected, mut hits, mut from) = (0, 0, [0usize; 3]);
+                    for r in &w.rounds {
+                        let (ik, iv) = (&w.keys[from[0]..r[0]], &w.values[from[0]..r[0]]);
+                        rejected += rejected_of(t.insert_or_assign(ik, iv))?;
+                        hits += t.erase(&w.erase_keys[from[1]..r[1]])?;
+                        let f = from[2]..r[2];
+                        hits += t.find_into(&w.find_keys[f.clone()], &mut vals[f.clone()], &mut found[f])?;
+                        from = *r;
+                    }
+                    (rejected, hits)
+                }
+            })
+        })();
+        let ms = start.elapsed().as_secs_f64() * 1e3;
+        self.table = Some(table);
+        let (rejected, hits) = outcome.map_err(|e| self.err(e))?;
+        black_box(hits);
+        // The result must be right for the timing to mean anything.
+        let expected = match case.op {
+            Op::FindHit | Op::Contains | Op::Erase => Some(self.stored),
+            Op::FindMiss => Some(0),
+            _ => None,
+        };
+        if let Some(want) = expected.filter(|&want| want != hits) {
+            return Err(BenchError::Check(format!(
+                "{}/{} {}: {hits} keys found, expected {want}",
+                self.device,
+                self.scheme,
+                case.op.name()
+            )));
+        }
+        if case.op.builds_table() {
+            self.measure_probes()?;
+        }
+        Ok(Sample { ms, rejected })
+    }
+
+    fn probes(&self) -> Option<f64> {
+        self.probes
+    }
+
+    fn reset(&mut self) {
+        self.table = None;
+        self.out_values = Vec::new();
+        self.found = Vec::new();
+        self.probes = None;
+        self.stored = 0;
+    }
+}
+
+/// The gpuhash table on `device`: on a CUDA GPU, the target that keeps keys
+/// in device memory and times with CUDA events; elsewhere the host-timed one.
+fn table_target<K: GenKey, V: Value>(device: Device, scheme: &str) -> Box<dyn Target<K, V>> {
+    match device {
+        #[cfg(feature = "cuda")]
+        Device::Cuda(_) => Box::new(super::cuda::CudaTarget::<K, V>::new(device, scheme)),
+        _ => Box::new(TableTarget::<K, V>::new(device, scheme)),
+    }
+}
+
+/// Runs every case on every target; one row per (case, target). The
+/// progress bar advances once per case.
+pub(crate) fn run(spec: &GridSpec, progress: &ProgressBar) -> Result<Vec<Row>, BenchError> {
+    let cases = spec.cases();
+    let mut rows = Vec::new();
+    for &kb in &spec.key_bits {
+        for &vb in &spec.value_bits {
+            let mine: Vec<Case> = cases.iter().filter(|c| c.key_bits == kb && c.value_bits == vb).copied().collect();
+            let out = match (kb, vb) {
+                (32, 32) => run_typed::<u32, u32>(spec, &mine, progress)?,
+                (32, _) => run_typed::<u32, u64>(spec, &mine, progress)?,
+                (_, 32) => run_typed::<u64, u32>(spec, &mine, progress)?,
+                _ => run_typed::<u64, u64>(spec, &mine, progress)?,
+            };
+            rows.extend(out);
+        }
+    }
+    Ok(rows)
+}
+
+fn run_typed<K: GenKey, V: Value>(
+    spec: &GridSpec,
+    cases: &[Case],
+    progress: &ProgressBar,
+) -> Result<Vec<Row>, BenchError> {
+    let mut targets: Vec<Box<dyn Target<K, V>>> = spec.schemes.iter().map(|s| table_target(spec.device, s)).collect();
+    if spec.peers {
+        targets.extend(peers::all::<K, V>());
+    }
+    let mut rows = Vec::new();
+    for case in cases {
+        let active: Vec<usize> = (0..targets.len()).filter(|&t| targets[t].supports(case)).collect();
+        progress.set_message(format!(
+            "{} k{}/v{} load {} slots {}",
+            case.op.name(),
+            case.key_bits,
+            case.value_bits,
+            case.load,
+            case.slots
+        ));
+        let mut samples: Vec<Vec<Sample>> = vec![Vec::new(); targets.len()];
+        let mut probes: Vec<Option<f64>> = vec![None; targets.len()];
+        let mut ops = 0;
+        // Every repetition gets fresh keys; all targets share them, and run
+        // one after the other so slow drifts (clock, heat) hit all alike.
+        for rep in 0..spec.warmup + spec.reps {
+            let w = Workload::<K, V>::build(case, rep_seed(spec.seed, rep));
+            ops = w.ops();
+            for &t in &active {
+                let target = &mut targets[t];
+                target.prepare(case, &w)?;
+                let s = target.run(case, &w)?;
+                if rep >= spec.warmup {
+                    samples[t].push(s);
+                    probes[t] = target.probes();
+                }
+                target.reset();
+            }
+        }
+        for &t in &active {
+            let tg = &targets[t];
+            rows.push(Row::measurement(&tg.device(), &tg.scheme(), case, ops, &samples[t], probes[t]));
+        }
+        progress.inc(1);
+    }
+    Ok(rows)
+}

@@ -1,0 +1,225 @@
+//! Seeded key generation and the per-repetition workloads.
+//!
+//! Key `i` of a repetition is a bijective mix of the counter `i` and the
+//! repetition's seed, so keys `0..n` are distinct without any bookkeeping.
+//! Counters below half the key domain give the keys that are stored ("hits");
+//! counters from half the domain up give keys that are certainly never stored
+//! ("misses"), because a bijection maps disjoint counters to disjoint keys.
+
+use gpuhash::{Key, Value};
+use rayon::prelude::*;
+
+use super::grid::{Case, Op};
+
+/// A key type the generator can produce.
+pub(crate) trait GenKey: Key {
+    /// The `i`-th key for `seed`; distinct `i` (within the key width) give
+    /// distinct keys.
+    fn nth(seed: u64, i: u64) -> Self;
+}
+
+impl GenKey for u32 {
+    #[inline]
+    fn nth(seed: u64, i: u64) -> u32 {
+        // xor-shift-multiply rounds with odd multipliers: each step is
+        // invertible on 32 bits, so the whole map is a bijection.
+        let mut x = (i as u32) ^ (seed as u32);
+        x ^= x >> 16;
+        x = x.wrapping_mul(0x21f0_aaad);
+        x ^= x >> 15;
+        x = x.wrapping_mul(0x735a_2d97);
+        x ^= x >> 15;
+        x
+    }
+}
+
+impl GenKey for u64 {
+    #[inline]
+    fn nth(seed: u64, i: u64) -> u64 {
+        mix64(i ^ seed)
+    }
+}
+
+/// A 64-bit bijective mixer (the splitmix64 finaliser), also used to derive
+/// per-repetition seeds.
+#[inline]
+pub(crate) fn mix64(mut z: u64) -> u64 {
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// Largest number of distinct hit (or miss) keys of a key width.
+pub(crate) fn domain_half(key_bits: u32) -> u64 {
+    1u64 << (key_bits - 1)
+}
+
+/// The seed of repetition `rep` (the warm-up is repetition 0).
+pub(crate) fn rep_seed(base: u64, rep: usize) -> u64 {
+    mix64(base.wrapping_add(mix64(rep as u64 + 1)))
+}
+
+/// Generates keys of one repetition.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct KeyGen {
+    seed: u64,
+}
+
+impl KeyGen {
+    pub(crate) fn new(seed: u64) -> Self {
+        KeyGen { seed }
+    }
+
+    /// The stored key with counter `i`.
+    #[inline]
+    pub(crate) fn hit<K: GenKey>(&self, i: u64) -> K {
+        K::nth(self.seed, i)
+    }
+
+    /// The never-stored key with counter `i`.
+    #[inline]
+    pub(crate) fn miss<K: GenKey>(&self, i: u64) -> K {
+        K::nth(self.seed, i + domain_half(K::BITS))
+    }
+
+    /// A fair coin per position, independent of the keys.
+    #[inline]
+    fn coin(&self, i: u64) -> bool {
+        mix64(i ^ self.seed.rotate_left(17)) >> 63 == 1
+    }
+
+    /// `f(i)` for `i` in `0..n`, in parallel.
+    fn fill<T: Send>(n: u64, f: impl Fn(u64) -> T + Sync + Send) -> Vec<T> {
+        (0..n).into_par_iter().map(f).collect()
+    }
+}
+
+/// The inputs of one repetition of one case, shared by every target so
+/// that all of them see the same keys.
+#[derive(Debug)]
+pub(crate) struct Workload<K, V> {
+    /// Pairs stored before the timed region.
+    pub prefill: Vec<K>,
+    pub prefill_values: Vec<V>,
+    /// The timed call's keys (inserts, lookups, erases; for `mixed`, its inserts).
+    pub keys: Vec<K>,
+    /// Values of the timed call (insert ops only).
+    pub values: Vec<V>,
+    /// `mixed` only: keys erased and looked up, split over rounds.
+    pub erase_keys: Vec<K>,
+    pub find_keys: Vec<K>,
+    /// `mixed` only: rounds, each (insert, erase, find) end offsets into
+    /// `keys`, `erase_keys` and `find_keys`.
+    pub rounds: Vec<[usize; 3]>,
+}
+
+impl<K, V> Default for Workload<K, V> {
+    fn default() -> Self {
+        Workload {
+            prefill: Vec::new(),
+            prefill_values: Vec::new(),
+            keys: Vec::new(),
+            values: Vec::new(),
+            erase_keys: Vec::new(),
+            find_keys: Vec::new(),
+            rounds: Vec::new(),
+        }
+    }
+}
+
+impl<K: GenKey, V: Value> Workload<K, V> {
+    /// Builds the inputs of `case` for the repetition with `seed`.
+    pub(crate) fn build(case: &Case, seed: u64) -> Self {
+        let g = KeyGen::new(seed);
+        let n = case.distinct;
+        let hits = |lo: u64, count: u64| KeyGen::fill(count, |i| g.hit::<K>(lo + i));
+        let vals = |lo: u64, count: u64| KeyGen::fill(count, |i| V::from_bits(lo + i));
+        let mut w = Workload::<K, V>::default();
+        match case.op {
+            Op::Insert | Op::InsertIfAbsent => {
+                w.keys = hits(0, n);
+                w.values = vals(0, n);
+            }
+            Op::FindHit | Op::Contains | Op::Erase => {
+                w.prefill = hits(0, n);
+                w.prefill_values = vals(0, n);
+                w.keys = w.prefill.clone();
+            }
+            Op::FindMiss50 => {
+                w.prefill = hits(0, n);
+                w.prefill_values = vals(0, n);
+                w.keys = KeyGen::fill(n, |i| if g.coin(i) { g.hit(i) } else { g.miss(i) });
+            }
+            Op::FindMiss => {
+                w.prefill = hits(0, n);
+                w.prefill_values = vals(0, n);
+                w.keys = KeyGen::fill(n, |i| g.miss(i));
+            }
+            Op::ApplySum => {
+                // Every distinct key once per pass, `multiplicity` passes: copies
+                // of a key are far apart, as in a stream of k-mers or events.
+                let m = case.multiplicity;
+                w.keys = KeyGen::fill(n * m, |j| g.hit(j % n.max(1)));
+                w.values = vec![V::from_bits(1); (n * m) as usize];
+            }
+            Op::Mixed => w.build_mixed(case, &g),
+        }
+        w
+    }
+
+    /// `mixed`: the table is prefilled so that after all inserts the used
+    /// slots (live keys plus tombstones, which inserts do not reuse) reach
+    /// exactly the case's load. Erases remove prefilled keys from the low
+    /// counters up; finds look up prefilled keys from the high counters down,
+    /// so with the default 20:10:70 split every find is a hit.
+    fn build_mixed(&mut self, case: &Case, g: &KeyGen) {
+        let total = case.distinct;
+        let (ins, era, fnd) = case.mix.split(total);
+        let pre = total - ins;
+        self.prefill = KeyGen::fill(pre, |i| g.hit(i));
+        self.prefill_values = KeyGen::fill(pre, V::from_bits);
+        self.keys = KeyGen::fill(ins, |i| g.hit(pre + i));
+        self.values = KeyGen::fill(ins, |i| V::from_bits(pre + i));
+        self.erase_keys = KeyGen::fill(era, |i| if pre > 0 { g.hit(i % pre) } else { g.miss(i) });
+        self.find_keys = KeyGen::fill(fnd, |i| if pre > 0 { g.hit(pre - 1 - i % pre) } else { g.miss(i) });
+        let rounds = total.div_ceil(case.round_ops).max(1);
+        let end = |len: u64, r: u64| (len * r / rounds) as usize;
+        self.rounds = (1..=rounds).map(|r| [end(ins, r), end(era, r), end(fnd, r)]).collect();
+    }
+
+    /// Operations in the timed call(s).
+    pub(crate) fn ops(&self) -> u64 {
+        (self.keys.len() + self.erase_keys.len() + self.find_keys.len()) as u64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashSet;
+
+    #[test]
+    fn hits_are_distinct_and_disjoint_from_misses() {
+        let g = KeyGen::new(rep_seed(7, 3));
+        let hits: HashSet<u32> = (0..100_000).map(|i| g.hit(i)).collect();
+        assert_eq!(hits.len(), 100_000);
+        assert!((0..100_000).all(|i| !hits.contains(&g.miss::<u32>(i))));
+        let hits: HashSet<u64> = (0..100_000).map(|i| g.hit(i)).collect();
+        assert!((0..100_000).all(|i| !hits.contains(&g.miss::<u64>(i))));
+    }
+
+    #[test]
+    fn u32_mix_is_a_bijection_on_a_window() {
+        // A full check of 2^32 inputs is too slow for a unit test; a dense
+        // window of 2^20 consecutive counters must not collide.
+        let keys: HashSet<u32> = (0..1u64 << 20).map(|i| u32::nth(12345, i)).collect();
+        assert_eq!(keys.len(), 1 << 20);
+    }
+
+    #[test]
+    fn repetitions_get_fresh_keys() {
+        let (a, b) = (KeyGen::new(rep_seed(1, 1)), KeyGen::new(rep_seed(1, 2)));
+        let first: HashSet<u64> = (0..1000).map(|i| a.hit(i)).collect();
+        assert!((0..1000).filter(|&i| first.contains(&b.hit::<u64>(i))).count() == 0);
+    }
+}

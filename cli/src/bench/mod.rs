@@ -1,0 +1,422 @@
+//! `gpuhash bench`: the benchmark grid, hardware limits, CPU peers, and
+//! the reports (terminal table, results.csv, run_info.txt, SVG plots).
+//!
+//! The method is described in BENCHMARKS.md at the repository root.
+
+#[cfg(feature = "cuda")]
+mod cuda;
+mod defaults;
+mod grid;
+mod keys;
+mod limits;
+mod peers;
+mod plot;
+mod report;
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use clap::Args;
+use gpuhash::Device;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+use defaults::Preset;
+use grid::{GridSpec, Mix, Op};
+
+/// A comma-separated flag value, parsed item by item.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct List<T>(Vec<T>);
+
+fn list<T>(s: &str, item: impl Fn(&str) -> Result<T, String>) -> Result<List<T>, String> {
+    let items: Result<Vec<T>, String> = s.split(',').map(|p| item(p.trim())).collect();
+    match items? {
+        v if v.is_empty() => Err("empty list".into()),
+        v => Ok(List(v)),
+    }
+}
+
+fn parse_device(s: &str) -> Result<Device, String> {
+    s.parse()
+}
+
+fn parse_ops(s: &str) -> Result<List<Op>, String> {
+    if s == "all" {
+        return Ok(List(Op::ALL.to_vec()));
+    }
+    list(s, |p| {
+        Op::parse(p).ok_or_else(|| {
+            let names: Vec<&str> = Op::ALL.iter().map(|o| o.name()).collect();
+            format!("unknown op '{p}' (expected all or some of {})", names.join(","))
+        })
+    })
+}
+
+/// Key or value widths: `u32`, `u64` (or `32`, `64`).
+fn parse_bits(s: &str) -> Result<List<u32>, String> {
+    list(s, |p| match p.trim_start_matches('u') {
+        "32" => Ok(32),
+        "64" => Ok(64),
+        _ => Err(format!("unknown width '{p}' (expected u32 or u64)")),
+    })
+}
+
+fn parse_loads(s: &str) -> Result<List<f64>, String> {
+    list(s, |p| match p.parse::<f64>() {
+        Ok(l) if l > 0.0 && l <= defaults::MAX_LOAD => Ok(l),
+        _ => Err(format!("load '{p}' must be a number in (0, {}]", defaults::MAX_LOAD)),
+    })
+}
+
+/// A slot count: `1048576`, `2^20`, `1M` / `1Mi` (binary: K = 2^10,
+/// M = 2^20, G = 2^30).
+fn parse_size(p: &str) -> Result<u64, String> {
+    let bad = || format!("size '{p}' is not a slot count like 1048576, 2^20 or 1M");
+    let value = if let Some((base, exp)) = p.split_once('^') {
+        let (base, exp) = (base.parse::<u64>().map_err(|_| bad())?, exp.parse::<u32>().map_err(|_| bad())?);
+        base.checked_pow(exp)
+    } else {
+        let digits = p.trim_end_matches(|c: char| c.is_ascii_alphabetic());
+        let mult = match &p[digits.len()..] {
+            "" => 1u64,
+            "K" | "Ki" | "k" => 1 << 10,
+            "M" | "Mi" => 1 << 20,
+            "G" | "Gi" => 1 << 30,
+            _ => return Err(bad()),
+        };
+        digits.parse::<u64>().map_err(|_| bad())?.checked_mul(mult)
+    };
+    match value {
+        Some(v) if (defaults::MIN_SLOTS..=defaults::MAX_SLOTS).contains(&v) => Ok(v),
+        _ => Err(format!("size '{p}' must be between {} and 2^{} slots", defaults::MIN_SLOTS, defaults::MAX_SLOTS.trailing_zeros())),
+    }
+}
+
+fn parse_sizes(s: &str) -> Result<List<u64>, String> {
+    list(s, parse_size)
+}
+
+fn parse_schemes(s: &str) -> Result<List<String>, String> {
+    if s == "all" {
+        return Ok(List(defaults::SCHEMES.iter().map(|s| s.to_string()).collect()));
+    }
+    list(s, |p| {
+        if defaults::SCHEMES.contains(&p) {
+            Ok(p.to_string())
+        } else {
+            Err(format!("unknown scheme '{p}' (expected all or one of {})", defaults::SCHEMES.join(",")))
+        }
+    })
+}
+
+/// Decimal or `0x` hexadecimal.
+fn parse_seed(s: &str) -> Result<u64, String> {
+    let r = match s.strip_prefix("0x") {
+        Some(hex) => u64::from_str_radix(hex, 16),
+        None => s.parse(),
+    };
+    r.map_err(|_| format!("seed '{s}' is not a 64-bit integer"))
+}
+
+/// Arguments of `gpuhash bench`. Axes not given come from the preset.
+#[derive(Debug, Args)]
+#[command(after_help = defaults::help_text())]
+pub(crate) struct BenchArgs {
+    /// Device: cpu, cuda, cuda:N or wgpu [default: the best available]
+    #[arg(long, value_parser = parse_device)]
+    device: Option<Device>,
+    /// Operations, comma-separated, or all: insert, insert_if_absent, find_hit,
+    /// find_miss50, find_miss, contains, erase, apply_sum, mixed
+    #[arg(long, value_parser = parse_ops)]
+    ops: Option<List<Op>>,
+    /// Key widths, e.g. u32,u64
+    #[arg(long, value_parser = parse_bits)]
+    keys: Option<List<u32>>,
+    /// Value widths, e.g. u32,u64
+    #[arg(long, value_parser = parse_bits)]
+    values: Option<List<u32>>,
+    /// Load factors (distinct keys / slots), e.g. 0.5,0.8,0.95,1.05; above
+    /// 1.0 only insert ops run and keys a full table rejects are counted
+    #[arg(long, value_parser = parse_loads)]
+    loads: Option<List<f64>>,
+    /// Table sizes in slots, e.g. 2^20,16M,1048576 (K, M, G are binary)
+    #[arg(long, value_parser = parse_sizes)]
+    sizes: Option<List<u64>>,
+    /// Table schemes, comma-separated, or all
+    #[arg(long, value_parser = parse_schemes)]
+    scheme: Option<List<String>>,
+    /// Timed repetitions per measurement (after one warm-up)
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1000))]
+    reps: Option<u64>,
+    /// The quick preset (the default)
+    #[arg(long)]
+    quick: bool,
+    /// The full preset: every op, width and load, tables beyond every cache
+    #[arg(long, conflicts_with = "quick")]
+    full: bool,
+    /// Base seed of the key generator (decimal or 0x hex)
+    #[arg(long, value_parser = parse_seed)]
+    seed: Option<u64>,
+    /// Output directory for results.csv, run_info.txt and the plots
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+    /// Occurrences of each distinct key in the apply_sum batch
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1 << 16))]
+    multiplicity: Option<u64>,
+    /// Split of the mixed op, insert:erase:find percent
+    #[arg(long, value_parser = Mix::parse, value_name = "I:E:F")]
+    mix: Option<Mix>,
+    /// Skip the CPU peers (std HashMap, hashbrown, dashmap)
+    #[arg(long)]
+    no_peers: bool,
+    /// Skip the hardware limit measurements
+    #[arg(long)]
+    no_limits: bool,
+}
+
+/// Everything that can stop a benchmark run.
+#[derive(Debug)]
+pub(crate) enum BenchError {
+    /// Flags that parse but do not fit together.
+    Usage(String),
+    /// The requested device cannot be used.
+    Unavailable(gpuhash::Error),
+    /// A table operation failed.
+    Table { target: String, source: gpuhash::Error },
+    /// A table returned a wrong result.
+    Check(String),
+    Io { path: PathBuf, source: std::io::Error },
+    Plot(String),
+}
+
+impl BenchError {
+    fn io(path: &Path, source: std::io::Error) -> Self {
+        BenchError::Io { path: path.to_path_buf(), source }
+    }
+}
+
+impl fmt::Display for BenchError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BenchError::Usage(m) => write!(f, "{m}"),
+            BenchError::Unavailable(e) => write!(f, "{e}"),
+            BenchError::Table { target, source } => write!(f, "{target}: {source}"),
+            BenchError::Check(m) => write!(f, "wrong result: {m}"),
+            BenchError::Io { path, source } => write!(f, "{}: {source}", path.display()),
+            BenchError::Plot(m) => write!(f, "plotting failed: {m}"),
+        }
+    }
+}
+
+impl std::error::Error for BenchError {}
+
+/// The resolved run: grid, limits and output settings.
+struct Settings {
+    preset: &'static str,
+    grid: GridSpec,
+    limits: bool,
+    limit_reads: u64,
+    out: PathBuf,
+}
+
+fn resolve(args: &BenchArgs, device: Device) -> Result<Settings, BenchError> {
+    let p: Preset = if args.full { defaults::FULL } else { defaults::QUICK };
+    let pick = |flag: &Option<List<u32>>, preset: &[u32]| flag.as_ref().map_or(preset.to_vec(), |l| l.0.clone());
+    let grid = GridSpec {
+        device,
+        schemes: args.scheme.as_ref().map_or(vec![defaults::SCHEME.to_string()], |l| l.0.clone()),
+        peers: !args.no_peers,
+        ops: args.ops.as_ref().map_or(p.ops.to_vec(), |l| l.0.clone()),
+        key_bits: pick(&args.keys, p.key_bits),
+        value_bits: pick(&args.values, p.value_bits),
+        loads: args.loads.as_ref().map_or(p.loads.to_vec(), |l| l.0.clone()),
+        sizes: args.sizes.as_ref().map_or(p.sizes.to_vec(), |l| l.0.clone()),
+        reps: args.reps.map_or(p.reps, |r| r as usize),
+        warmup: defaults::WARMUP_REPS,
+        seed: args.seed.unwrap_or(defaults::SEED),
+        multiplicity: args.multiplicity.unwrap_or(defaults::MULTIPLICITY),
+        mix: args.mix.unwrap_or(defaults::MIX),
+        round_ops: defaults::MIX_ROUND_OPS,
+    };
+    // The key generator has 2^(bits-1) hit keys; more distinct keys would repeat.
+    let max_distinct = |g: &GridSpec| {
+        let load = g.loads.iter().copied().fold(0.0, f64::max);
+        let size = g.sizes.iter().copied().max().unwrap_or(0);
+        (load * size as f64).ceil() as u64
+    };
+    if grid.key_bits.contains(&32) && max_distinct(&grid) > keys::domain_half(32) {
+        return Err(BenchError::Usage(format!(
+            "u32 keys allow at most 2^31 distinct keys, but the largest load x size asks for {}",
+            max_distinct(&grid)
+        )));
+    }
+    if grid.cases().is_empty() {
+        return Err(BenchError::Usage(
+            "nothing to run: loads above 1.0 only apply to insert, insert_if_absent and apply_sum".into(),
+        ));
+    }
+    Ok(Settings {
+        preset: p.name,
+        grid,
+        limits: !args.no_limits,
+        limit_reads: p.limit_reads,
+        out: args.out.clone().unwrap_or_else(|| PathBuf::from(defaults::OUT_DIR)),
+    })
+}
+
+/// The device to use, with a note when falling back to the CPU.
+fn pick_device(asked: Option<Device>) -> Result<Device, BenchError> {
+    match asked {
+        Some(d) => d.check_available().map(|_| d).map_err(BenchError::Unavailable),
+        None => {
+            let d = Device::best_available();
+            if d == Device::Cpu {
+                let why = Device::Cuda(0).check_available().err().map(|e| e.to_string()).unwrap_or_default();
+                eprintln!("note: no GPU available ({why}); benchmarking the CPU backend");
+            }
+            Ok(d)
+        }
+    }
+}
+
+fn settings_lines(s: &Settings) -> Vec<(String, String)> {
+    let g = &s.grid;
+    let join = |v: Vec<String>| v.join(",");
+    vec![
+        ("preset".into(), s.preset.into()),
+        ("schemes".into(), g.schemes.join(",")),
+        ("peers".into(), g.peers.to_string()),
+        ("limits".into(), s.limits.to_string()),
+        ("ops".into(), join(g.ops.iter().map(|o| o.name().to_string()).collect())),
+        ("key_bits".into(), join(g.key_bits.iter().map(|b| b.to_string()).collect())),
+        ("value_bits".into(), join(g.value_bits.iter().map(|b| b.to_string()).collect())),
+        ("loads".into(), join(g.loads.iter().map(|l| l.to_string()).collect())),
+        ("sizes".into(), join(g.sizes.iter().map(|&n| report::pretty_count(n)).collect())),
+        ("reps".into(), format!("{} (+{} warm-up)", g.reps, g.warmup)),
+        ("seed".into(), format!("{:#x}", g.seed)),
+        ("multiplicity".into(), g.multiplicity.to_string()),
+        ("mix".into(), format!("{}:{}:{}", g.mix.insert, g.mix.erase, g.mix.find)),
+        ("mix_round_ops".into(), g.round_ops.to_string()),
+        ("limit_reads".into(), s.limit_reads.to_string()),
+        ("out".into(), s.out.display().to_string()),
+    ]
+}
+
+/// The GPU's own limits (CUDA builds only).
+fn gpu_limit_rows(device: Device, plan: &limits::LimitPlan, progress: &ProgressBar) -> Result<Vec<report::Row>, BenchError> {
+    match device {
+        #[cfg(feature = "cuda")]
+        Device::Cuda(i) => limits::measure_cuda(i, plan, progress),
+        _ => {
+            let _ = (plan, progress);
+            Ok(Vec::new())
+        }
+    }
+}
+
+fn progress_bar(total: u64) -> ProgressBar {
+    let style = ProgressStyle::with_template("{elapsed_precise} [{bar:32}] {pos}/{len} {msg}")
+        .unwrap_or_else(|_| ProgressStyle::default_bar())
+        .progress_chars("=> ");
+    ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr()).with_style(style)
+}
+
+/// Runs `gpuhash bench`.
+pub(crate) fn run(args: BenchArgs) -> Result<(), BenchError> {
+    let started = Instant::now();
+    let device = pick_device(args.device)?;
+    let settings = resolve(&args, device)?;
+    let grid = &settings.grid;
+    std::fs::create_dir_all(&settings.out).map_err(|e| BenchError::io(&settings.out, e))?;
+
+    let cases = grid.cases();
+    let mut table_bytes: Vec<u64> = cases.iter().map(|c| c.table_bytes).collect();
+    table_bytes.sort_unstable();
+    table_bytes.dedup();
+    // CPU limits are the ceilings of CPU rows: the CPU backend and the peers.
+    let measure_limits = settings.limits && (device == Device::Cpu || grid.peers);
+    let limit_plan = limits::LimitPlan {
+        table_bytes,
+        reads: settings.limit_reads,
+        reps: grid.reps,
+        warmup: grid.warmup,
+        seed: grid.seed,
+    };
+    let gpu_limits = settings.limits && matches!(device, Device::Cuda(_));
+    if settings.limits && device == Device::Wgpu {
+        eprintln!("note: no limit kernels for {device} yet; its rows get no pct_of_limit");
+    }
+    let limit_steps = if measure_limits { limit_plan.steps() } else { 0 }
+        + if gpu_limits { 1 + limit_plan.table_bytes.len() as u64 } else { 0 };
+    eprintln!(
+        "gpuhash bench: {} preset on {device}, {} cases, {} reps (+{} warm-up) each",
+        settings.preset,
+        cases.len(),
+        grid.reps,
+        grid.warmup
+    );
+
+    let progress = progress_bar(cases.len() as u64 + limit_steps);
+    let mut rows = if measure_limits { limits::measure_cpu(&limit_plan, &progress) } else { Vec::new() };
+    if gpu_limits {
+        // Without them the run is still useful: its rows only lack pct_of_limit.
+        match gpu_limit_rows(device, &limit_plan, &progress) {
+            Ok(r) => rows.extend(r),
+            Err(e) => progress.suspend(|| eprintln!("warning: {device} limits not measured: {e}")),
+        }
+    }
+    let mut results = grid::run(grid, &progress)?;
+    progress.finish_and_clear();
+    report::attach_limits(&mut results, &rows);
+    rows.extend(results);
+
+    println!("{}", report::terminal_table(&rows));
+    let csv = settings.out.join("results.csv");
+    report::write_csv(&csv, &rows)?;
+    let info = report::RunInfo {
+        device: device.to_string(),
+        argv: std::env::args().collect(),
+        settings: settings_lines(&settings),
+        elapsed_s: started.elapsed().as_secs_f64(),
+    };
+    let run_info = settings.out.join("run_info.txt");
+    report::write_run_info(&run_info, &info)?;
+    let plots = plot::write_plots(&settings.out, &rows)?;
+    eprintln!(
+        "wrote {}, {} and {} plots in {} ({:.0} s)",
+        csv.display(),
+        run_info.display(),
+        plots.len(),
+        settings.out.display(),
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_parse_in_every_form() {
+        assert_eq!(parse_size("2^20"), Ok(1 << 20));
+        assert_eq!(parse_size("1M"), Ok(1 << 20));
+        assert_eq!(parse_size("1048576"), Ok(1 << 20));
+        assert_eq!(parse_size("4Ki"), Ok(4096));
+        assert!(parse_size("1X").is_err());
+        assert!(parse_size("2^99").is_err());
+        assert!(parse_size("8").is_err());
+    }
+
+    #[test]
+    fn lists_and_loads() {
+        assert_eq!(parse_bits("u32,64"), Ok(List(vec![32, 64])));
+        assert!(parse_bits("u16").is_err());
+        assert!(parse_loads("0.5,0").is_err());
+        assert_eq!(parse_ops("find_hit,erase"), Ok(List(vec![Op::FindHit, Op::Erase])));
+        assert!(parse_ops("finds").is_err());
+        assert_eq!(Mix::parse("20:10:70"), Ok(defaults::MIX));
+        assert!(Mix::parse("20:10:60").is_err());
+        assert_eq!(parse_seed("0x10"), Ok(16));
+    }
+}

@@ -1,0 +1,407 @@
+//! Results: the row type, the terminal table, results.csv and run_info.txt.
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use super::defaults;
+use super::grid::{Case, Sample};
+use super::BenchError;
+
+/// One measurement (a table or peer on one case, or one limit).
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Row {
+    pub device: String,
+    pub scheme: String,
+    pub op: String,
+    /// 0 for limits.
+    pub key_bits: u32,
+    pub value_bits: u32,
+    /// None for limits.
+    pub load: Option<f64>,
+    /// Operations in the timed call (bytes copied for `limit_copy`).
+    pub n: u64,
+    pub reps: usize,
+    pub median_ms: f64,
+    pub min_ms: f64,
+    pub max_ms: f64,
+    /// Billions of operations per second at the median time.
+    pub gops: Option<f64>,
+    /// 100 * gops / gops of the random-line limit over a table-sized buffer.
+    pub pct_of_limit: Option<f64>,
+    pub rejected: Option<u64>,
+    /// Mean 32-byte buckets probed per stored key (`Stats::mean_probe_buckets`).
+    pub probes: Option<f64>,
+    /// GB/s moved: probes * 32 bytes per op for tables, measured bytes for limits.
+    pub gbytes_s: Option<f64>,
+    /// Table slots (0 for limits).
+    pub slots: u64,
+    /// Bytes of the gpuhash table, or of the limit's buffer.
+    pub table_bytes: u64,
+}
+
+/// What a limit row measured.
+pub(crate) struct LimitSpec<'a> {
+    pub device: &'a str,
+    pub op: &'a str,
+    /// Buffer kind: `beyond_llc`, `in_cache` or `table` (table-sized).
+    pub scheme: &'a str,
+    /// Reads made, or bytes copied.
+    pub n: u64,
+    pub buffer_bytes: u64,
+    /// Things done per repetition (for `gops`), if countable.
+    pub ops: Option<u64>,
+    /// Bytes read plus written per repetition (for `gbytes_s`).
+    pub bytes_moved: Option<f64>,
+    pub reps: usize,
+}
+
+/// The limit ops that serve as the ceiling of table results: one random
+/// line (CPU) or 32-byte sector (GPU) read per operation.
+pub(crate) const CEILING_OPS: &[&str] = &["limit_random_line", "limit_random_sector"];
+
+/// Median, minimum and maximum of some milliseconds.
+fn spread(ms: &[f64]) -> (f64, f64, f64) {
+    let mut v = ms.to_vec();
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n == 0 {
+        return (f64::NAN, f64::NAN, f64::NAN);
+    }
+    let median = if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 };
+    (median, v[0], v[n - 1])
+}
+
+/// Per second, in billions, of `count` things done in `ms` milliseconds.
+fn giga_per_s(count: f64, ms: f64) -> f64 {
+    count / (ms * 1e6)
+}
+
+impl Row {
+    /// A table or peer measurement.
+    pub(crate) fn measurement(
+        device: &str,
+        scheme: &str,
+        case: &Case,
+        n: u64,
+        samples: &[Sample],
+        probes: Option<f64>,
+    ) -> Row {
+        let ms: Vec<f64> = samples.iter().map(|s| s.ms).collect();
+        let (median_ms, min_ms, max_ms) = spread(&ms);
+        let mut rejected: Vec<u64> = samples.iter().map(|s| s.rejected).collect();
+        rejected.sort_unstable();
+        Row {
+            device: device.into(),
+            scheme: scheme.into(),
+            op: case.op.name().into(),
+            key_bits: case.key_bits,
+            value_bits: case.value_bits,
+            load: Some(case.load),
+            n,
+            reps: samples.len(),
+            median_ms,
+            min_ms,
+            max_ms,
+            gops: Some(giga_per_s(n as f64, median_ms)),
+            pct_of_limit: None,
+            rejected: rejected.get(rejected.len() / 2).copied(),
+            probes,
+            gbytes_s: probes.map(|p| giga_per_s(n as f64 * p * defaults::BUCKET_BYTES, median_ms)),
+            slots: case.slots,
+            table_bytes: case.table_bytes,
+        }
+    }
+
+    /// A limit measurement.
+    pub(crate) fn limit(spec: LimitSpec<'_>, ms: &[f64]) -> Row {
+        let (median_ms, min_ms, max_ms) = spread(ms);
+        Row {
+            device: spec.device.into(),
+            scheme: spec.scheme.into(),
+            op: spec.op.into(),
+            key_bits: 0,
+            value_bits: 0,
+            load: None,
+            n: spec.n,
+            reps: spec.reps,
+            median_ms,
+            min_ms,
+            max_ms,
+            gops: spec.ops.map(|o| giga_per_s(o as f64, median_ms)),
+            pct_of_limit: None,
+            rejected: None,
+            probes: None,
+            gbytes_s: spec.bytes_moved.map(|b| giga_per_s(b, median_ms)),
+            slots: 0,
+            table_bytes: spec.buffer_bytes,
+        }
+    }
+
+    pub(crate) fn is_limit(&self) -> bool {
+        self.op.starts_with("limit_")
+    }
+}
+
+/// Fills `pct_of_limit` of every table/peer row from the random-read limit
+/// over a buffer of the same size, on the same device. Rows on devices
+/// without measured limits keep it empty.
+pub(crate) fn attach_limits(rows: &mut [Row], limits: &[Row]) {
+    for r in rows.iter_mut().filter(|r| !r.is_limit()) {
+        let ceiling = limits.iter().find(|l| {
+            CEILING_OPS.contains(&l.op.as_str())
+                && l.scheme == "table"
+                && l.device == r.device
+                && l.table_bytes == r.table_bytes
+        });
+        if let (Some(l), Some(g)) = (ceiling, r.gops) {
+            r.pct_of_limit = l.gops.map(|lg| 100.0 * g / lg);
+        }
+    }
+}
+
+pub(crate) const CSV_HEADER: &str = "device,scheme,op,key_bits,value_bits,load,n,reps,median_ms,min_ms,max_ms,gops,\
+                                     pct_of_limit,rejected,probes,gbytes_s,slots,table_bytes";
+
+fn opt<T>(v: Option<T>, f: impl Fn(T) -> String) -> String {
+    v.map(f).unwrap_or_default()
+}
+
+/// One CSV line (no field contains a comma or a quote).
+fn csv_line(r: &Row) -> String {
+    [
+        r.device.clone(),
+        r.scheme.clone(),
+        r.op.clone(),
+        r.key_bits.to_string(),
+        r.value_bits.to_string(),
+        opt(r.load, |l| l.to_string()),
+        r.n.to_string(),
+        r.reps.to_string(),
+        format!("{:.6}", r.median_ms),
+        format!("{:.6}", r.min_ms),
+        format!("{:.6}", r.max_ms),
+        opt(r.gops, |g| format!("{g:.6}")),
+        opt(r.pct_of_limit, |p| format!("{p:.3}")),
+        opt(r.rejected, |x| x.to_string()),
+        opt(r.probes, |p| format!("{p:.4}")),
+        opt(r.gbytes_s, |g| format!("{g:.4}")),
+        r.slots.to_string(),
+        r.table_bytes.to_string(),
+    ]
+    .join(",")
+}
+
+pub(crate) fn write_csv(path: &Path, rows: &[Row]) -> Result<(), BenchError> {
+    let mut s = String::from(CSV_HEADER);
+    s.push('\n');
+    for r in rows {
+        s.push_str(&csv_line(r));
+        s.push('\n');
+    }
+    std::fs::write(path, s).map_err(|e| BenchError::io(path, e))
+}
+
+/// `2^20` for powers of two, the plain number otherwise.
+pub(crate) fn pretty_count(n: u64) -> String {
+    if n.is_power_of_two() && n >= 1024 {
+        format!("2^{}", n.trailing_zeros())
+    } else {
+        n.to_string()
+    }
+}
+
+/// Bytes as KiB/MiB/GiB.
+pub(crate) fn pretty_bytes(b: u64) -> String {
+    match b {
+        b if b >= 1 << 30 => format!("{:.1} GiB", b as f64 / (1u64 << 30) as f64),
+        b if b >= 1 << 20 => format!("{:.1} MiB", b as f64 / (1u64 << 20) as f64),
+        b => format!("{:.0} KiB", b as f64 / 1024.0),
+    }
+}
+
+/// Columns padded to their widest cell; numbers right-aligned.
+fn aligned(header: &[&str], cells: &[Vec<String>]) -> String {
+    let mut width: Vec<usize> = header.iter().map(|h| h.len()).collect();
+    for row in cells {
+        for (w, c) in width.iter_mut().zip(row) {
+            *w = (*w).max(c.len());
+        }
+    }
+    let mut out = String::new();
+    let line = |out: &mut String, row: &[String]| {
+        let parts: Vec<String> = row
+            .iter()
+            .zip(&width)
+            .enumerate()
+            .map(|(i, (c, w))| if i < 3 { format!("{c:<w$}") } else { format!("{c:>w$}") })
+            .collect();
+        let _ = writeln!(out, "{}", parts.join("  ").trim_end());
+    };
+    line(&mut out, &header.iter().map(|h| h.to_string()).collect::<Vec<_>>());
+    for row in cells {
+        line(&mut out, row);
+    }
+    out
+}
+
+/// The terminal table: limits first, then every measurement.
+pub(crate) fn terminal_table(rows: &[Row]) -> String {
+    let mut out = String::new();
+    let limits: Vec<Vec<String>> = rows
+        .iter()
+        .filter(|r| r.is_limit())
+        .map(|r| {
+            vec![
+                r.device.clone(),
+                r.scheme.clone(),
+                r.op.clone(),
+                pretty_bytes(r.table_bytes),
+                format!("{:.3}", r.median_ms),
+                opt(r.gops, |g| format!("{g:.3}")),
+                opt(r.gbytes_s, |g| format!("{g:.1}")),
+            ]
+        })
+        .collect();
+    if !limits.is_empty() {
+        out.push_str("Limits (gops = G random reads/s: 64-byte lines on a CPU, 32-byte sectors on a GPU; GB/s = bytes moved)\n");
+        out.push_str(&aligned(&["device", "buffer", "op", "bytes", "median_ms", "gops", "GB/s"], &limits));
+        out.push('\n');
+    }
+    let results: Vec<Vec<String>> = rows
+        .iter()
+        .filter(|r| !r.is_limit())
+        .map(|r| {
+            vec![
+                r.device.clone(),
+                r.scheme.clone(),
+                r.op.clone(),
+                format!("u{}", r.key_bits),
+                format!("u{}", r.value_bits),
+                opt(r.load, |l| format!("{l:.2}")),
+                pretty_count(r.slots),
+                r.n.to_string(),
+                format!("{:.3}", r.median_ms),
+                opt(r.gops, |g| format!("{g:.4}")),
+                opt(r.pct_of_limit, |p| format!("{p:.1}%")),
+                opt(r.rejected, |x| x.to_string()),
+                opt(r.probes, |p| format!("{p:.3}")),
+                opt(r.gbytes_s, |g| format!("{g:.2}")),
+            ]
+        })
+        .collect();
+    out.push_str(&aligned(
+        &[
+            "device", "scheme", "op", "key", "value", "load", "slots", "n", "median_ms", "gops", "%limit",
+            "rejected", "probes", "GB/s",
+        ],
+        &results,
+    ));
+    out
+}
+
+/// Everything about the machine and the build that the figures depend on.
+pub(crate) struct RunInfo {
+    pub device: String,
+    pub argv: Vec<String>,
+    pub settings: Vec<(String, String)>,
+    pub elapsed_s: f64,
+}
+
+fn first_line_of(cmd: &str, args: &[&str]) -> Option<String> {
+    let out = std::process::Command::new(cmd).args(args).output().ok()?;
+    let s = String::from_utf8(out.stdout).ok()?;
+    out.status.success().then(|| s.lines().next().unwrap_or("").trim().to_string()).filter(|s| !s.is_empty())
+}
+
+fn cpu_model() -> String {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| s.lines().find(|l| l.starts_with("model name")).map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string()))
+        .unwrap_or_else(|| "unknown".into())
+}
+
+fn mem_total() -> String {
+    std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|s| s.lines().next().map(|l| l.trim_start_matches("MemTotal:").trim().to_string()))
+        .unwrap_or_else(|| "unknown".into())
+}
+
+fn git_commit() -> String {
+    match first_line_of("git", &["rev-parse", "HEAD"]) {
+        Some(head) => {
+            let dirty = std::process::Command::new("git")
+                .args(["status", "--porcelain", "--untracked-files=no"])
+                .output()
+                .map(|o| !o.stdout.is_empty())
+                .unwrap_or(false);
+            if dirty { format!("{head} (uncommitted changes)") } else { head }
+        }
+        None => "unknown (not a git checkout)".into(),
+    }
+}
+
+fn driver(device: &str) -> String {
+    if device.starts_with("cuda") {
+        first_line_of("nvidia-smi", &["--query-gpu=driver_version,name", "--format=csv,noheader"])
+            .unwrap_or_else(|| "unknown (nvidia-smi not found)".into())
+    } else {
+        "none (host CPU)".into()
+    }
+}
+
+pub(crate) fn write_run_info(path: &Path, info: &RunInfo) -> Result<(), BenchError> {
+    let since_epoch = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0);
+    let llc = super::limits::llc_bytes().map(pretty_bytes).unwrap_or_else(|| "unknown".into());
+    let mut s = String::new();
+    let mut kv = |k: &str, v: &str| {
+        let _ = writeln!(s, "{k:<16} {v}");
+    };
+    kv("command", &info.argv.join(" "));
+    kv("finished_unix", &since_epoch.to_string());
+    kv("elapsed_s", &format!("{:.1}", info.elapsed_s));
+    kv("device", &info.device);
+    kv("driver", &driver(&info.device));
+    kv("cpu_model", &cpu_model());
+    kv("cpu_cores", &cores.to_string());
+    kv("rayon_threads", &rayon::current_num_threads().to_string());
+    kv("llc", &llc);
+    kv("memory", &mem_total());
+    kv("os", &first_line_of("uname", &["-srm"]).unwrap_or_else(|| "unknown".into()));
+    kv("rustc", env!("GPUHASH_BENCH_RUSTC"));
+    kv("crates", &format!("gpuhash {} (cli {}); {}", env!("CARGO_PKG_VERSION"), env!("CARGO_PKG_VERSION"), env!("GPUHASH_BENCH_DEPS")));
+    kv("profile", if cfg!(debug_assertions) { "debug (figures are not meaningful)" } else { "release" });
+    kv("git_commit", &git_commit());
+    for (k, v) in &info.settings {
+        kv(k, v);
+    }
+    std::fs::write(path, s).map_err(|e| BenchError::io(path, e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spread_takes_the_middle() {
+        assert_eq!(spread(&[3.0, 1.0, 2.0]), (2.0, 1.0, 3.0));
+        assert_eq!(spread(&[4.0, 1.0, 2.0, 3.0]), (2.5, 1.0, 4.0));
+    }
+
+    #[test]
+    fn csv_has_the_header_columns() {
+        let spec = LimitSpec {
+            device: "cpu",
+            op: "limit_copy",
+            scheme: "beyond_llc",
+            n: 10,
+            buffer_bytes: 10,
+            ops: None,
+            bytes_moved: Some(20.0),
+            reps: 1,
+        };
+        let r = Row::limit(spec, &[1.0]);
+        assert_eq!(csv_line(&r).split(',').count(), CSV_HEADER.split(',').count());
+    }
+}
