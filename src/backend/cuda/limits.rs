@@ -50,8 +50,9 @@ pub fn measure(ordinal: usize, n: u64, hbm_bytes: u64, l2_bytes: u64, copy_bytes
         f()?; // warm-up
         let mut v = Vec::new();
         for _ in 0..reps {
-            let a = ctx.new_event(None).map_err(e)?;
-            let b = ctx.new_event(None).map_err(e)?;
+            let timing = Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT);
+            let a = ctx.new_event(timing).map_err(e)?;
+            let b = ctx.new_event(timing).map_err(e)?;
             a.record(&stream).map_err(e)?;
             f()?;
             b.record(&stream).map_err(e)?;
