@@ -219,14 +219,6 @@ template <typename K, typename V> struct TableView {
         if (s >= 0) return insert_special(s, value, mode, op);
         u64 k = (u64)key, b = home(k);
         const raw desired = W::pack(k, to_bits<V>(value));
-        // Fast path, one round trip instead of two: claim the first slot of the
-        // home bucket blind. If it was EMPTY the key cannot be stored anywhere
-        // (it would sit in the first empty slot of its sequence), so the claim
-        // is the insert; otherwise the CAS returned the slot and we scan.
-        {
-            raw prev = W::cas(slots + b * SLOTS, W::empty(), desired);
-            if (W::eq(prev, W::empty())) return INSERTED;
-        }
         for (u64 step = 0; step < limit; ++step) {
             raw* bucket = slots + b * SLOTS;
             int r = -1;

@@ -91,8 +91,13 @@ fn mode_codes(mode: InsertMode) -> (u32, u32) {
     }
 }
 
-fn grid(n: u64) -> LaunchConfig {
-    LaunchConfig { grid_dim: (n.div_ceil(BLOCK as u64).max(1) as u32, 1, 1), block_dim: (BLOCK, 1, 1), shared_mem_bytes: 0 }
+/// Blocks per SM of the grid-stride kernels: enough warps in flight to hide
+/// memory latency, few enough blocks that the per-block counter atomics stay cheap.
+const BLOCKS_PER_SM: u64 = 8;
+
+fn grid(n: u64, sms: u64) -> LaunchConfig {
+    let blocks = n.div_ceil(BLOCK as u64).clamp(1, sms * BLOCKS_PER_SM);
+    LaunchConfig { grid_dim: (blocks as u32, 1, 1), block_dim: (BLOCK, 1, 1), shared_mem_bytes: 0 }
 }
 
 /// A hash table in the memory of one NVIDIA GPU.
@@ -108,6 +113,8 @@ pub struct CudaTable<K: Key, V: Value> {
     live: u64,
     tombstones: u64,
     specials: u64,
+    /// Multiprocessors, for sizing grids.
+    sms: u64,
     _types: PhantomData<(K, V)>,
 }
 
@@ -123,6 +130,9 @@ impl<K: Key, V: Value> CudaTable<K, V> {
         let stream = ctx.new_stream().map_err(|e| driver_error(ordinal, e))?;
         let kernels = kernels::kernels(&ctx, K::BITS, V::KIND)?;
         let e = |e| driver_error(ordinal, e);
+        let sms = ctx
+            .attribute(cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+            .map_err(e)? as u64;
         let meta = stream.alloc_zeros::<u64>(META_WORDS).map_err(e)?;
         // Safety: written by the insert kernel before it is read.
         let failed = unsafe { stream.alloc::<u32>(FAILED_CAP) }.map_err(e)?;
@@ -141,6 +151,7 @@ impl<K: Key, V: Value> CudaTable<K, V> {
             live: 0,
             tombstones: 0,
             specials: 0,
+            sms,
             _types: PhantomData,
         })
     }
@@ -229,7 +240,7 @@ impl<K: Key, V: Value> CudaTable<K, V> {
         b.arg(&view).arg(keys).arg(values).arg(&n).arg(&m).arg(&op).arg(&mut self.failed).arg(&cap);
         // Safety: the arguments match gh_insert's signature; every pointer is
         // a live allocation of the stated length.
-        unsafe { b.launch(grid(n)) }.map_err(|e| self.err(e))?;
+        unsafe { b.launch(grid(n, self.sms)) }.map_err(|e| self.err(e))?;
         let meta = self.read_meta()?;
         let (inserted, existing, nfailed) = (meta[0], meta[1], meta[2]);
         let mut failed: Vec<usize> = if nfailed == 0 {
@@ -258,7 +269,7 @@ impl<K: Key, V: Value> CudaTable<K, V> {
         let mut b = self.stream.launch_builder(&self.kernels.collect_absent);
         b.arg(&view).arg(keys).arg(&n).arg(&mut out).arg(&expected);
         // Safety: arguments match gh_collect_absent.
-        unsafe { b.launch(grid(n)) }.map_err(|e| self.err(e))?;
+        unsafe { b.launch(grid(n, self.sms)) }.map_err(|e| self.err(e))?;
         let meta = self.read_meta()?;
         let got = meta[3].min(expected) as usize;
         let mut f = vec![0u32; got];
@@ -285,7 +296,7 @@ impl<K: Key, V: Value> CudaTable<K, V> {
         let mut b = self.stream.launch_builder(&self.kernels.find);
         b.arg(&view).arg(keys).arg(&n).arg(values).arg(found);
         // Safety: arguments match gh_find; outputs hold n elements.
-        unsafe { b.launch(grid(n)) }.map_err(|e| self.err(e))?;
+        unsafe { b.launch(grid(n, self.sms)) }.map_err(|e| self.err(e))?;
         Ok(self.read_meta()?[3])
     }
 
@@ -303,7 +314,7 @@ impl<K: Key, V: Value> CudaTable<K, V> {
         let mut b = self.stream.launch_builder(&self.kernels.contains);
         b.arg(&view).arg(keys).arg(&n).arg(found);
         // Safety: arguments match gh_contains; the output holds n bytes.
-        unsafe { b.launch(grid(n)) }.map_err(|e| self.err(e))?;
+        unsafe { b.launch(grid(n, self.sms)) }.map_err(|e| self.err(e))?;
         Ok(self.read_meta()?[3])
     }
 
@@ -318,7 +329,7 @@ impl<K: Key, V: Value> CudaTable<K, V> {
         let mut b = self.stream.launch_builder(&self.kernels.erase);
         b.arg(&view).arg(keys).arg(&n);
         // Safety: arguments match gh_erase.
-        unsafe { b.launch(grid(n)) }.map_err(|e| self.err(e))?;
+        unsafe { b.launch(grid(n, self.sms)) }.map_err(|e| self.err(e))?;
         let meta = self.read_meta()?;
         let removed = meta[3];
         let specials = Self::count_specials(&meta);
@@ -346,7 +357,7 @@ impl<K: Key, V: Value> CudaTable<K, V> {
         let mut b = self.stream.launch_builder(&self.kernels.displacement);
         b.arg(&view).arg(&slots);
         // Safety: arguments match gh_displacement.
-        unsafe { b.launch(grid(slots)) }.map_err(|e| self.err(e))?;
+        unsafe { b.launch(grid(slots, self.sms)) }.map_err(|e| self.err(e))?;
         let m = self.read_meta()?;
         self.live = m[2];
         self.tombstones = m[3];
@@ -470,7 +481,7 @@ impl<K: Key, V: Value> Backend<K, V> for CudaTable<K, V> {
         let mut b = self.stream.launch_builder(&self.kernels.rehash);
         b.arg(&from).arg(&old_slots).arg(&to);
         // Safety: arguments match gh_rehash; both slot arrays are live.
-        unsafe { b.launch(grid(old_slots)) }.map_err(|e| self.err(e))?;
+        unsafe { b.launch(grid(old_slots, self.sms)) }.map_err(|e| self.err(e))?;
         let meta = self.read_meta()?;
         if meta[2] > 0 {
             return Err(Error::RehashFailed { slots, unplaced: meta[2] });
@@ -494,7 +505,7 @@ impl<K: Key, V: Value> Backend<K, V> for CudaTable<K, V> {
         let mut b = self.stream.launch_builder(&self.kernels.export);
         b.arg(&view).arg(&slots).arg(&mut k).arg(&mut v).arg(&cap);
         // Safety: arguments match gh_export; outputs hold `cap` elements.
-        unsafe { b.launch(grid(slots)) }.map_err(|e| self.err(e))?;
+        unsafe { b.launch(grid(slots, self.sms)) }.map_err(|e| self.err(e))?;
         let n = self.read_meta()?[3].min(cap) as usize;
         let mut keys = vec![K::from_u64(0); n];
         let mut values = vec![V::from_bits(0); n];
@@ -517,7 +528,7 @@ impl<K: Key, V: Value> Backend<K, V> for CudaTable<K, V> {
         let mut b = self.stream.launch_builder(&self.kernels.displacement);
         b.arg(&view).arg(&slots);
         // Safety: arguments match gh_displacement.
-        unsafe { b.launch(grid(slots)) }.map_err(|e| self.err(e))?;
+        unsafe { b.launch(grid(slots, self.sms)) }.map_err(|e| self.err(e))?;
         let m = self.read_meta()?;
         Ok((m[0], m[1]))
     }
