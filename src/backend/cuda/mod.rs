@@ -91,12 +91,21 @@ fn mode_codes(mode: InsertMode) -> (u32, u32) {
     }
 }
 
-/// Blocks per SM of the grid-stride kernels: enough warps in flight to hide
-/// memory latency, few enough blocks that the per-block counter atomics stay cheap.
+/// Default blocks per SM of the grid-stride kernels: more blocks than fit at
+/// once, so SMs that draw short probe sequences take more work, yet few
+/// enough that the per-block counter atomics stay cheap. Tunable through
+/// `GPUHASH_BLOCKS_PER_SM`.
 const BLOCKS_PER_SM: u64 = 8;
 
+fn blocks_per_sm() -> u64 {
+    static V: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *V.get_or_init(|| {
+        std::env::var("GPUHASH_BLOCKS_PER_SM").ok().and_then(|v| v.parse().ok()).filter(|&v| v > 0).unwrap_or(BLOCKS_PER_SM)
+    })
+}
+
 fn grid(n: u64, sms: u64) -> LaunchConfig {
-    let blocks = n.div_ceil(BLOCK as u64).clamp(1, sms * BLOCKS_PER_SM);
+    let blocks = n.div_ceil(BLOCK as u64).clamp(1, sms * blocks_per_sm());
     LaunchConfig { grid_dim: (blocks as u32, 1, 1), block_dim: (BLOCK, 1, 1), shared_mem_bytes: 0 }
 }
 
