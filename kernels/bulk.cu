@@ -1,9 +1,9 @@
 // Bulk kernels behind the Rust CUDA backend. One module is compiled per
 // (key type, value type) pair, chosen with -DGH_KEY_T=... -DGH_VALUE_T=...;
-// the table view is passed by value. Kernels walk their keys (or slots) with
-// a grid-stride loop over a grid of a few blocks per SM, so the counters the
-// host reads back cost one atomic per block, not one per warp: same-address
-// atomics serialise in L2 and cost milliseconds at 2^26 keys.
+// the table view is passed by value. The host launches one thread per key
+// (or slot); the kernels still loop grid-stride so a capped grid works too.
+// Counters the host reads back cost one atomic per block, not one per warp:
+// same-address atomics serialise in L2 and cost milliseconds at 2^26 keys.
 #include "gpuhash.cuh"
 
 #ifndef GH_KEY_T
