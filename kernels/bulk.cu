@@ -98,6 +98,12 @@ extern "C" __global__ void gh_collect_absent(View t, const K* keys, u64 n, u32* 
     }
 }
 
+// out[j] = keys[pos[j]]: fetches the keys a full table did not store without
+// copying the whole batch back to the host.
+extern "C" __global__ void gh_gather_keys(const K* keys, const u32* pos, u64 n, K* out) {
+    for (u64 j = thread_index(); j < n; j += grid_stride()) out[j] = keys[pos[j]];
+}
+
 // Moves every key of `from` (one thread per old slot) into the empty `to`.
 // Out-of-band keys stay in the metadata block, which the host carries over.
 extern "C" __global__ void gh_rehash(View from, u64 from_slots, View to) {

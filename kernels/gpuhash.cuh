@@ -169,22 +169,57 @@ template <typename K, typename V> struct TableView {
     }
     __device__ __forceinline__ u64 home(u64 k) const { return __umul64hi(mix64(k, seed), buckets); }
 
+    // Visits the slots held by one 16-byte load (two 8-byte slots or one
+    // 16-byte slot) as f(slot, key, value); true once f returned true.
+    template <typename F>
+    __device__ __forceinline__ bool visit16(ulonglong2 p, int first_slot, F& f) const {
+        if (WORD_BYTES == 8) {
+            if (f(first_slot, p.x & 0xffffffffull, p.x >> 32)) return true;
+            return f(first_slot + 1, p.y & 0xffffffffull, p.y >> 32);
+        }
+        return f(first_slot, p.x, p.y);
+    }
+
     // Visits the slots of one bucket in order as f(slot, key, value) until f
     // returns true; returns whether it did. Two 16-byte loads per bucket, no
     // arrays, so nothing is placed in local memory.
     template <typename F>
     __device__ __forceinline__ bool scan_bucket(const raw* bucket, F&& f) const {
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-            ulonglong2 p = __ldcg((const ulonglong2*)bucket + h);
-            if (WORD_BYTES == 8) {
-                if (f(2 * h, p.x & 0xffffffffull, p.x >> 32)) return true;
-                if (f(2 * h + 1, p.y & 0xffffffffull, p.y >> 32)) return true;
-            } else if (f(h, p.x, p.y)) {
-                return true;
+        constexpr int PER_LOAD = 16 / WORD_BYTES;
+        ulonglong2 a = __ldcg((const ulonglong2*)bucket), c = __ldcg((const ulonglong2*)bucket + 1);
+        return visit16(a, 0, f) || visit16(c, PER_LOAD, f);
+    }
+
+    // Read-only walk of a key's sequence: the home bucket alone (most lookups
+    // end there), then two adjacent buckets per round trip, so long sequences
+    // at high load wait on half as many dependent loads. f sees each slot in
+    // sequence order as f(key, value) and returns true to stop.
+    template <typename F>
+    __device__ __forceinline__ void walk(u64 k, F&& f) const {
+        u64 b = home(k);
+        auto g = [&](int, u64 kk, u64 vv) { return f(kk, vv); };
+        if (scan_bucket(slots + b * SLOTS, g)) return;
+        u64 step = 1;
+        if (++b == buckets) b = 0;
+        constexpr int PER_LOAD = 16 / WORD_BYTES;
+        while (step < limit) {
+            const ulonglong2* p = (const ulonglong2*)(slots + b * SLOTS);
+#ifndef GH_SINGLE_BUCKET_WALK
+            if (step + 1 < limit && b + 1 < buckets) {
+#else
+            if (false) {
+#endif
+                ulonglong2 a = __ldcg(p), c = __ldcg(p + 1), d = __ldcg(p + 2), e = __ldcg(p + 3);
+                if (visit16(a, 0, g) || visit16(c, PER_LOAD, g) || visit16(d, 0, g) || visit16(e, PER_LOAD, g)) return;
+                step += 2;
+                b += 2;
+                if (b == buckets) b = 0;
+            } else {
+                if (scan_bucket(slots + b * SLOTS, g)) return;
+                step += 1;
+                if (++b == buckets) b = 0;
             }
         }
-        return false;
     }
 
     // Looks a key up; writes its value to *out when found.
@@ -195,18 +230,12 @@ template <typename K, typename V> struct TableView {
             *out = from_bits<V>(*(volatile u64*)&meta->special_value[s]);
             return true;
         }
-        u64 k = (u64)key, b = home(k);
-        for (u64 step = 0; step < limit; ++step) {
-            int r = 0;  // 1 found, 2 stop: an EMPTY slot ends the sequence
-            scan_bucket(slots + b * SLOTS, [&](int, u64 kk, u64 vv) {
-                if (kk == k) { *out = from_bits<V>(vv); r = 1; return true; }
-                if (kk == W::EMPTY_KEY) { r = 2; return true; }
-                return false;
-            });
-            if (r) return r == 1;
-            if (++b == buckets) b = 0;
-        }
-        return false;
+        bool hit = false;
+        walk((u64)key, [&](u64 kk, u64 vv) {
+            if (kk == (u64)key) { *out = from_bits<V>(vv); hit = true; return true; }
+            return kk == W::EMPTY_KEY;  // an EMPTY slot ends the sequence
+        });
+        return hit;
     }
 
     __device__ __forceinline__ bool contains(K key) const { V v; return find(key, &v); }

@@ -30,6 +30,7 @@ pub(crate) struct Kernels {
     pub rehash: CudaFunction,
     pub export: CudaFunction,
     pub displacement: CudaFunction,
+    pub gather_keys: CudaFunction,
 }
 
 /// C type names for `-DGH_KEY_T` / `-DGH_VALUE_T`.
@@ -64,13 +65,18 @@ pub fn with_device_header(user_source: &str) -> String {
 
 /// NVRTC options for one module.
 pub fn compile_options(key_bits: u32, value: ValueKind, arch: &'static str) -> Vec<String> {
-    vec![
+    // Extra flags for experiments (`GPUHASH_NVRTC_FLAGS="-DGH_SINGLE_BUCKET_WALK"`),
+    // part of the cache key like every other option.
+    let extra = std::env::var("GPUHASH_NVRTC_FLAGS").unwrap_or_default();
+    let mut opts = vec![
         format!("-DGH_KEY_T={}", key_ctype(key_bits)),
         format!("-DGH_VALUE_T={}", value_ctype(value)),
         format!("--gpu-architecture={arch}"),
         "-std=c++17".into(),
         "--extra-device-vectorization".into(),
-    ]
+    ];
+    opts.extend(extra.split_whitespace().map(String::from));
+    opts
 }
 
 /// 64-bit FNV-1a: a stable cache key (std's hasher may change between releases).
@@ -146,6 +152,7 @@ pub(crate) fn kernels(ctx: &Arc<CudaContext>, key_bits: u32, value: ValueKind) -
         rehash: f("gh_rehash")?,
         export: f("gh_export")?,
         displacement: f("gh_displacement")?,
+        gather_keys: f("gh_gather_keys")?,
     });
     map.lock().unwrap_or_else(|p| p.into_inner()).insert(key, k.clone());
     Ok(k)

@@ -233,8 +233,7 @@ impl<K: Key, V: Value> CudaTable<K, V> {
         if raw.failed.is_empty() {
             return Ok(report);
         }
-        let host_keys = self.stream.clone_dtoh(keys).map_err(|e| self.err(e))?;
-        let not_stored = raw.failed.iter().map(|&i| host_keys[i].to_u64()).collect();
+        let not_stored = self.gather_keys(keys, &raw.failed)?.into_iter().map(Key::to_u64).collect();
         Err(Error::TableFull(Box::new(crate::NotStored { report, positions: raw.failed, keys: not_stored })))
     }
 
@@ -269,6 +268,22 @@ impl<K: Key, V: Value> CudaTable<K, V> {
         self.live += inserted - (specials - self.specials);
         self.specials = specials;
         Ok(RawInsert { inserted, existing, failed })
+    }
+
+    /// `keys[positions]`, gathered on the device (positions are few; the batch may be huge).
+    fn gather_keys(&self, keys: &CudaView<'_, K>, positions: &[usize]) -> Result<Vec<K>> {
+        let pos: Vec<u32> = positions.iter().map(|&p| p as u32).collect();
+        let pos_dev = self.upload(&pos)?;
+        let n = pos.len() as u64;
+        // Safety: fully written by gh_gather_keys.
+        let mut out = unsafe { self.stream.alloc::<K>(pos.len()) }.map_err(|e| self.err(e))?;
+        let mut b = self.stream.launch_builder(&self.kernels.gather_keys);
+        b.arg(keys).arg(&pos_dev).arg(&n).arg(&mut out);
+        // Safety: arguments match gh_gather_keys; every position is below keys.len().
+        unsafe { b.launch(grid(n, self.sms)) }.map_err(|e| self.err(e))?;
+        let host = self.stream.clone_dtoh(&out).map_err(|e| self.err(e))?;
+        self.stream.synchronize().map_err(|e| self.err(e))?;
+        Ok(host)
     }
 
     fn collect_absent(&mut self, keys: &CudaView<'_, K>, expected: u64) -> Result<Vec<usize>> {
