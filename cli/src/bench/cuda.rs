@@ -18,6 +18,9 @@ struct Buffers<K: GenKey, V: Value> {
     values: CudaSlice<V>,
     out_values: CudaSlice<V>,
     found: CudaSlice<u8>,
+    /// Keys the `mixed` rounds erase and look up (empty otherwise).
+    erase_keys: CudaSlice<K>,
+    find_keys: CudaSlice<K>,
 }
 
 pub(crate) struct CudaTarget<K: GenKey, V: Value> {
@@ -47,6 +50,15 @@ fn dev_err(e: gpuhash::cudarc::driver::DriverError) -> TableError {
     TableError::Device { device: "cuda".into(), message: format!("{e:?}") }
 }
 
+/// `v`, or one placeholder key when empty (only the mixed rounds read these).
+fn nonempty<K: GenKey>(v: &[K]) -> std::borrow::Cow<'_, [K]> {
+    if v.is_empty() {
+        std::borrow::Cow::Owned(vec![K::from_u64(0)])
+    } else {
+        std::borrow::Cow::Borrowed(v)
+    }
+}
+
 fn rejected_of(r: Result<gpuhash::InsertReport, TableError>) -> Result<u64, TableError> {
     match r {
         Ok(_) => Ok(0),
@@ -64,9 +76,8 @@ impl<K: GenKey, V: Value> Target<K, V> for CudaTarget<K, V> {
         self.scheme.clone()
     }
 
-    fn supports(&self, case: &Case) -> bool {
-        // Mixed rounds are many small host calls: timed on the CPU path only.
-        case.op != Op::Mixed
+    fn supports(&self, _case: &Case) -> bool {
+        true
     }
 
     fn prepare(&mut self, case: &Case, w: &Workload<K, V>) -> Result<(), BenchError> {
@@ -83,7 +94,7 @@ impl<K: GenKey, V: Value> Target<K, V> for CudaTarget<K, V> {
             self.stored = w.prefill.len() as u64 - rejected_of(r).map_err(|e| self.err(e))?;
         }
         let stream = table.cuda().expect("a CUDA table").stream().clone();
-        let n = w.keys.len();
+        let n = w.keys.len().max(w.find_keys.len());
         let bufs = (|| -> Result<Buffers<K, V>, TableError> {
             Ok(Buffers {
                 keys: stream.clone_htod(&w.keys).map_err(dev_err)?,
@@ -92,6 +103,9 @@ impl<K: GenKey, V: Value> Target<K, V> for CudaTarget<K, V> {
                 // cudarc's ValidAsZeroBits. Outside the timed region either way.
                 out_values: stream.clone_htod(&vec![V::from_bits(0); n.max(1)]).map_err(dev_err)?,
                 found: stream.alloc_zeros::<u8>(n.max(1)).map_err(dev_err)?,
+                // A zero-length device allocation is an error: keep one element.
+                erase_keys: stream.clone_htod(&*nonempty(&w.erase_keys)).map_err(dev_err)?,
+                find_keys: stream.clone_htod(&*nonempty(&w.find_keys)).map_err(dev_err)?,
             })
         })()
         .map_err(|e| self.err(e))?;
@@ -104,7 +118,7 @@ impl<K: GenKey, V: Value> Target<K, V> for CudaTarget<K, V> {
         Ok(())
     }
 
-    fn run(&mut self, case: &Case, _w: &Workload<K, V>) -> Result<Sample, BenchError> {
+    fn run(&mut self, case: &Case, w: &Workload<K, V>) -> Result<Sample, BenchError> {
         let stream = self.cuda().stream().clone();
         let ctx = stream.context().clone();
         // cudarc's default event flags disable timing; ask for timing events.
@@ -126,7 +140,24 @@ impl<K: GenKey, V: Value> Target<K, V> for CudaTarget<K, V> {
                 }
                 Op::Contains => (0, t.contains_device(&k, &mut bufs.found.as_view_mut())?),
                 Op::Erase => (0, t.erase_device(&k)?),
-                Op::Mixed => unreachable!("not supported on this target"),
+                Op::Mixed => {
+                    // Rounds of device-buffer calls on sub-slices, as in the CPU grid.
+                    let (mut rejected, mut hits, mut from) = (0, 0, [0usize; 3]);
+                    for r in &w.rounds {
+                        let (ik, iv) = (bufs.keys.slice(from[0]..r[0]), bufs.values.slice(from[0]..r[0]));
+                        rejected += rejected_of(t.insert_device(&ik, &iv, InsertMode::Assign))?;
+                        hits += t.erase_device(&bufs.erase_keys.slice(from[1]..r[1]))?;
+                        let f = from[2]..r[2];
+                        let fk = bufs.find_keys.slice(f.clone());
+                        hits += t.find_device(
+                            &fk,
+                            &mut bufs.out_values.slice_mut(f.clone()),
+                            &mut bufs.found.slice_mut(f),
+                        )?;
+                        from = *r;
+                    }
+                    (rejected, hits)
+                }
             })
         })();
         end.record(&stream).map_err(|e| self.err(dev_err(e)))?;

@@ -223,6 +223,7 @@ pub(crate) fn measure_cuda(ordinal: usize, plan: &LimitPlan, progress: &Progress
                 "random_sector_l2" if i == 0 => ("limit_random_sector", "in_cache"),
                 "random_cas_l2" if i == 0 => ("limit_random_cas", "in_cache"),
                 "copy_d2d" if i == 0 => ("limit_copy", "beyond_llc"),
+                "radix_pass" if i == 0 => ("limit_radix_pass", "batch"),
                 "copy_h2d_pinned" if i == 0 => ("limit_copy_h2d", "pinned"),
                 "copy_d2h_pinned" if i == 0 => ("limit_copy_d2h", "pinned"),
                 _ => continue,

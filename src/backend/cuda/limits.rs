@@ -85,6 +85,39 @@ pub fn measure(ordinal: usize, n: u64, hbm_bytes: u64, l2_bytes: u64, copy_bytes
         })?;
         out.push(Limit { name: format!("random_cas_{label}"), ms, rate: n as f64 / ms / 1e6, unit: "G keys/s", bytes });
     }
+    // One radix partition pass of n hashes with a 4-byte payload (the
+    // reordering a region-partitioned build would pay).
+    {
+        let f = |name: &str| module.load_function(name).map_err(e);
+        let (hist_k, offs_k, scat_k) =
+            (f("gh_limit_radix_hist")?, f("gh_limit_radix_offsets")?, f("gh_limit_radix_scatter")?);
+        let hashes: Vec<u32> = (0..n).map(|i| (crate::core::hash::mix64(i, 7) >> 32) as u32).collect();
+        let hashes = stream.clone_htod(&hashes).map_err(e)?;
+        let payload = stream.alloc_zeros::<u32>(n as usize).map_err(e)?;
+        let mut out_h = stream.alloc_zeros::<u32>(n as usize).map_err(e)?;
+        let mut out_p = stream.alloc_zeros::<u32>(n as usize).map_err(e)?;
+        let mut hist = stream.alloc_zeros::<u32>(256).map_err(e)?;
+        let mut cursor = stream.alloc_zeros::<u32>(256).map_err(e)?;
+        let per_block: u64 = 4096;
+        let blocks = n.div_ceil(per_block) as u32;
+        let cfg256 = |g: u32| LaunchConfig { grid_dim: (g, 1, 1), block_dim: (256, 1, 1), shared_mem_bytes: 0 };
+        let ms = time(&mut || {
+            stream.memset_zeros(&mut hist).map_err(e)?;
+            let mut b = stream.launch_builder(&hist_k);
+            b.arg(&hashes).arg(&n).arg(&per_block).arg(&mut hist);
+            // Safety: arguments match gh_limit_radix_hist.
+            unsafe { b.launch(cfg256(blocks)) }.map_err(e)?;
+            let mut b = stream.launch_builder(&offs_k);
+            b.arg(&hist).arg(&mut cursor);
+            // Safety: arguments match gh_limit_radix_offsets (one block of 256).
+            unsafe { b.launch(cfg256(1)) }.map_err(e)?;
+            let mut b = stream.launch_builder(&scat_k);
+            b.arg(&hashes).arg(&payload).arg(&n).arg(&per_block).arg(&mut cursor).arg(&mut out_h).arg(&mut out_p);
+            // Safety: arguments match gh_limit_radix_scatter; cursors stay below n.
+            unsafe { b.launch(cfg256(blocks)) }.map(|_| ()).map_err(e)
+        })?;
+        out.push(Limit { name: "radix_pass".into(), ms, rate: n as f64 / ms / 1e6, unit: "G keys/s", bytes: n * 8 });
+    }
     // Device-to-device copy, counting bytes read plus written.
     let src = stream.alloc_zeros::<u8>(copy_bytes as usize).map_err(e)?;
     let mut dst = stream.alloc_zeros::<u8>(copy_bytes as usize).map_err(e)?;
