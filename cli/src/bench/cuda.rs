@@ -8,7 +8,7 @@ use gpuhash::cudarc::driver::sys::CUevent_flags;
 use gpuhash::cudarc::driver::CudaSlice;
 use gpuhash::{Device, Error as TableError, HashTable, Reduce, Value};
 
-use super::grid::{Case, Op, Sample, Target};
+use super::grid::{check_hits, prefilled_table, rejected_of, Case, Op, Sample, Target};
 use super::keys::{GenKey, Workload};
 use super::BenchError;
 
@@ -59,14 +59,6 @@ fn nonempty<K: GenKey>(v: &[K]) -> std::borrow::Cow<'_, [K]> {
     }
 }
 
-fn rejected_of(r: Result<gpuhash::InsertReport, TableError>) -> Result<u64, TableError> {
-    match r {
-        Ok(_) => Ok(0),
-        Err(TableError::TableFull(not)) => Ok(not.positions.len() as u64),
-        Err(e) => Err(e),
-    }
-}
-
 impl<K: GenKey, V: Value> Target<K, V> for CudaTarget<K, V> {
     fn device(&self) -> String {
         self.device.to_string()
@@ -82,17 +74,8 @@ impl<K: GenKey, V: Value> Target<K, V> for CudaTarget<K, V> {
 
     fn prepare(&mut self, case: &Case, w: &Workload<K, V>) -> Result<(), BenchError> {
         self.reset();
-        let mut table: HashTable<K, V> = HashTable::<K, V>::builder()
-            .device(self.device)
-            .capacity(case.slots)
-            .max_load_factor(1.0)
-            .growth(false)
-            .build()
-            .map_err(|e| self.err(e))?;
-        if !w.prefill.is_empty() {
-            let r = table.insert_or_assign(&w.prefill, &w.prefill_values);
-            self.stored = w.prefill.len() as u64 - rejected_of(r).map_err(|e| self.err(e))?;
-        }
+        let (table, stored) = prefilled_table(self.device, case, w).map_err(|e| self.err(e))?;
+        self.stored = stored;
         let stream = table.cuda().expect("a CUDA table").stream().clone();
         let n = w.keys.len().max(w.find_keys.len());
         let bufs = (|| -> Result<Buffers<K, V>, TableError> {
@@ -166,19 +149,7 @@ impl<K: GenKey, V: Value> Target<K, V> for CudaTarget<K, V> {
         self.table = Some(table);
         self.bufs = Some(bufs);
         let (rejected, hits) = outcome.map_err(|e| self.err(e))?;
-        let expected = match case.op {
-            Op::FindHit | Op::Contains | Op::Erase => Some(self.stored),
-            Op::FindMiss => Some(0),
-            _ => None,
-        };
-        if let Some(want) = expected.filter(|&want| want != hits) {
-            return Err(BenchError::Check(format!(
-                "{}/{} {}: {hits} keys found, expected {want}",
-                self.device,
-                self.scheme,
-                case.op.name()
-            )));
-        }
+        check_hits(&format!("{}/{}", self.device, self.scheme), case, hits, self.stored)?;
         if matches!(case.op, Op::Insert | Op::InsertIfAbsent | Op::ApplySum) {
             let stats = self.table.as_ref().unwrap().stats().map_err(|e| self.err(e))?;
             self.probes = Some(stats.mean_probe_buckets);

@@ -272,11 +272,44 @@ impl<K: Key, V: Value> TableTarget<K, V> {
 
 /// Keys an insert did not store: a full table (growth off) is an outcome
 /// to count, not a failure.
-fn rejected_of(r: Result<gpuhash::InsertReport, TableError>) -> Result<u64, TableError> {
+pub(crate) fn rejected_of(r: Result<gpuhash::InsertReport, TableError>) -> Result<u64, TableError> {
     match r {
         Ok(_) => Ok(0),
         Err(TableError::TableFull(not)) => Ok(not.positions.len() as u64),
         Err(e) => Err(e),
+    }
+}
+
+/// A table of the case's size at exact load (growth off), holding the
+/// workload's prefill; returns it with the number of keys it stored.
+pub(crate) fn prefilled_table<K: GenKey, V: Value>(
+    device: Device,
+    case: &Case,
+    w: &Workload<K, V>,
+) -> Result<(HashTable<K, V>, u64), TableError> {
+    // Only the default scheme exists so far; a new scheme picks its
+    // builder settings here.
+    let mut table: HashTable<K, V> =
+        HashTable::<K, V>::builder().device(device).capacity(case.slots).max_load_factor(1.0).growth(false).build()?;
+    let mut stored = 0;
+    if !w.prefill.is_empty() {
+        let rejected = rejected_of(table.insert_or_assign(&w.prefill, &w.prefill_values))?;
+        stored = w.prefill.len() as u64 - rejected;
+    }
+    Ok((table, stored))
+}
+
+/// The result must be right for the timing to mean anything: the hits a
+/// lookup or erase reported against what the table holds.
+pub(crate) fn check_hits(target: &str, case: &Case, hits: u64, stored: u64) -> Result<(), BenchError> {
+    let expected = match case.op {
+        Op::FindHit | Op::Contains | Op::Erase => Some(stored),
+        Op::FindMiss => Some(0),
+        _ => None,
+    };
+    match expected.filter(|&want| want != hits) {
+        Some(want) => Err(BenchError::Check(format!("{target} {}: {hits} keys found, expected {want}", case.op.name()))),
+        None => Ok(()),
     }
 }
 
@@ -301,19 +334,9 @@ impl<K: GenKey, V: Value> Target<K, V> for TableTarget<K, V> {
 
     fn prepare(&mut self, case: &Case, w: &Workload<K, V>) -> Result<(), BenchError> {
         self.reset();
-        // Only the default scheme exists so far; a new scheme picks its
-        // builder settings here.
-        let builder = HashTable::<K, V>::builder()
-            .device(self.device)
-            .capacity(case.slots)
-            .max_load_factor(1.0)
-            .growth(false);
-        self.table = Some(builder.build().map_err(|e| self.err(e))?);
-        if !w.prefill.is_empty() {
-            let r = self.table().insert_or_assign(&w.prefill, &w.prefill_values);
-            let rejected = rejected_of(r).map_err(|e| self.err(e))?;
-            self.stored = w.prefill.len() as u64 - rejected;
-        }
+        let (table, stored) = prefilled_table(self.device, case, w).map_err(|e| self.err(e))?;
+        self.table = Some(table);
+        self.stored = stored;
         if !case.op.builds_table() {
             self.measure_probes()?;
         }
@@ -358,20 +381,7 @@ impl<K: GenKey, V: Value> Target<K, V> for TableTarget<K, V> {
         self.table = Some(table);
         let (rejected, hits) = outcome.map_err(|e| self.err(e))?;
         black_box(hits);
-        // The result must be right for the timing to mean anything.
-        let expected = match case.op {
-            Op::FindHit | Op::Contains | Op::Erase => Some(self.stored),
-            Op::FindMiss => Some(0),
-            _ => None,
-        };
-        if let Some(want) = expected.filter(|&want| want != hits) {
-            return Err(BenchError::Check(format!(
-                "{}/{} {}: {hits} keys found, expected {want}",
-                self.device,
-                self.scheme,
-                case.op.name()
-            )));
-        }
+        check_hits(&format!("{}/{}", self.device, self.scheme), case, hits, self.stored)?;
         if case.op.builds_table() {
             self.measure_probes()?;
         }
