@@ -373,8 +373,8 @@ impl<K: Key, V: Value> Backend<K, V> for CpuTable<K, V> {
         }
         self.live -= removed;
         self.tombstones += removed;
-        for s in 0..2 {
-            if hit_specials[s] && self.specials[s].take().is_some() {
+        for (hit, slot) in hit_specials.into_iter().zip(self.specials.iter_mut()) {
+            if hit && slot.take().is_some() {
                 removed += 1;
             }
         }

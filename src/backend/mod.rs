@@ -45,6 +45,7 @@ pub struct Config {
 }
 
 /// The slot work of a table. Implemented once per device.
+#[allow(clippy::len_without_is_empty)] // the table API offers is_empty
 pub trait Backend<K: Key, V: Value>: Send + Sync + 'static {
     /// For reaching a backend's own API (device buffers, views).
     fn as_any(&self) -> &dyn std::any::Any;

@@ -560,8 +560,5 @@ impl<K: Key, V: Value> Backend<K, V> for CudaTable<K, V> {
     }
 }
 
-#[allow(dead_code)]
-fn _assert_reduce_codes() {
-    // Keep the Rust codes and the C++ enum in step (REDUCE_SUM = 0, ...).
-    const _: () = assert!(Reduce::Sum.code() == 0 && Reduce::Min.code() == 1 && Reduce::Max.code() == 2);
-}
+// Keep the Rust codes and the C++ enum (`gh::ReduceOp`) in step.
+const _: () = assert!(Reduce::Sum.code() == 0 && Reduce::Min.code() == 1 && Reduce::Max.code() == 2);
