@@ -377,6 +377,16 @@ impl<K: Key, V: Value> CudaTable<K, V> {
     /// own kernels inserted or erased through [`CudaTable::view`], so that
     /// `len`, growth and statistics see their work.
     pub fn resync(&mut self) -> Result<()> {
+        let m = self.census()?;
+        self.live = m[2];
+        self.tombstones = m[3];
+        self.specials = Self::count_specials(&m);
+        Ok(())
+    }
+
+    /// Runs gh_displacement over every slot: counters hold the displacement
+    /// sum and maximum, then the live and erased slot counts.
+    fn census(&self) -> Result<[u64; META_WORDS]> {
         let slots = self.config.slots;
         self.zero_counters()?;
         let view = self.view();
@@ -384,11 +394,7 @@ impl<K: Key, V: Value> CudaTable<K, V> {
         b.arg(&view).arg(&slots);
         // Safety: arguments match gh_displacement.
         unsafe { b.launch(grid(slots, self.sms)) }.map_err(|e| self.err(e))?;
-        let m = self.read_meta()?;
-        self.live = m[2];
-        self.tombstones = m[3];
-        self.specials = Self::count_specials(&m);
-        Ok(())
+        self.read_meta()
     }
 
     fn upload<T: DeviceRepr>(&self, data: &[T]) -> Result<CudaSlice<T>> {
@@ -548,14 +554,7 @@ impl<K: Key, V: Value> Backend<K, V> for CudaTable<K, V> {
     }
 
     fn displacement(&self) -> Result<(u64, u64)> {
-        let slots = self.config.slots;
-        self.zero_counters()?;
-        let view = self.view();
-        let mut b = self.stream.launch_builder(&self.kernels.displacement);
-        b.arg(&view).arg(&slots);
-        // Safety: arguments match gh_displacement.
-        unsafe { b.launch(grid(slots, self.sms)) }.map_err(|e| self.err(e))?;
-        let m = self.read_meta()?;
+        let m = self.census()?;
         Ok((m[0], m[1]))
     }
 }
