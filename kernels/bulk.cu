@@ -1,6 +1,6 @@
 // Bulk kernels behind the Rust CUDA backend. One module is compiled per
-// (key type, value type) pair, chosen with -DGH_KEY_T=... -DGH_VALUE_T=...;
-// the table view is passed by value. The host launches one thread per key
+// (key type, value type, scheme), chosen with -DGH_KEY_T=... -DGH_VALUE_T=...
+// -DGH_SCHEME=...; the table view is passed by value. The host launches one thread per key
 // (or slot); the kernels still loop grid-stride so a capped grid works too.
 // Counters the host reads back cost one atomic per block, not one per warp:
 // same-address atomics serialise in L2 and cost milliseconds at 2^26 keys.
@@ -11,6 +11,9 @@
 #endif
 #ifndef GH_VALUE_T
 #define GH_VALUE_T unsigned int
+#endif
+#ifndef GH_SCHEME
+#define GH_SCHEME GH_SCHEME_LINEAR
 #endif
 
 typedef GH_KEY_T K;
@@ -46,7 +49,7 @@ extern "C" __global__ void gh_insert(View t, const K* keys, const V* values, u64
                                      u32* failed, u64 failed_cap) {
     u64 ins = 0, ex = 0;
     for (u64 i = thread_index(); i < n; i += grid_stride()) {
-        int r = t.insert(keys[i], values[i], mode, op);
+        int r = t.template insert_as<GH_SCHEME>(keys[i], values[i], mode, op);
         ins += r == gh::INSERTED;
         ex += r == gh::EXISTING;
         if (r == gh::FAILED) {
@@ -63,7 +66,7 @@ extern "C" __global__ void gh_find(View t, const K* keys, u64 n, V* out, unsigne
     u64 hits = 0;
     for (u64 i = thread_index(); i < n; i += grid_stride()) {
         V v = gh::from_bits<V>(0);
-        bool hit = t.find(keys[i], &v);
+        bool hit = t.template find_as<GH_SCHEME>(keys[i], &v);
         out[i] = v;
         found[i] = (unsigned char)hit;
         hits += hit;
@@ -74,7 +77,8 @@ extern "C" __global__ void gh_find(View t, const K* keys, u64 n, V* out, unsigne
 extern "C" __global__ void gh_contains(View t, const K* keys, u64 n, unsigned char* found) {
     u64 hits = 0;
     for (u64 i = thread_index(); i < n; i += grid_stride()) {
-        bool hit = t.contains(keys[i]);
+        V v;
+        bool hit = t.template find_as<GH_SCHEME>(keys[i], &v);
         found[i] = (unsigned char)hit;
         hits += hit;
     }
@@ -83,7 +87,7 @@ extern "C" __global__ void gh_contains(View t, const K* keys, u64 n, unsigned ch
 
 extern "C" __global__ void gh_erase(View t, const K* keys, u64 n) {
     u64 gone = 0;
-    for (u64 i = thread_index(); i < n; i += grid_stride()) gone += t.erase(keys[i]);
+    for (u64 i = thread_index(); i < n; i += grid_stride()) gone += t.template erase_as<GH_SCHEME>(keys[i]);
     block_add(&t.meta->counters[3], gone);
 }
 
@@ -91,7 +95,8 @@ extern "C" __global__ void gh_erase(View t, const K* keys, u64 n) {
 // the failure buffer held: a failed key is exactly one left absent).
 extern "C" __global__ void gh_collect_absent(View t, const K* keys, u64 n, u32* out, u64 cap) {
     for (u64 i = thread_index(); i < n; i += grid_stride()) {
-        if (!t.contains(keys[i])) {
+        V v;
+        if (!t.template find_as<GH_SCHEME>(keys[i], &v)) {
             u64 at = atomicAdd(&t.meta->counters[3], 1ull);
             if (at < cap) out[at] = (u32)i;
         }
@@ -112,7 +117,7 @@ extern "C" __global__ void gh_rehash(View from, u64 from_slots, View to) {
         View::raw w = from.slots[i];
         u64 k = View::W::key(w);
         if (k != View::W::EMPTY_KEY && k != View::W::TOMB_KEY) {
-            int r = to.insert((K)k, gh::from_bits<V>(View::W::value(w)), gh::MODE_IF_ABSENT, 0);
+            int r = to.template insert_as<GH_SCHEME>((K)k, gh::from_bits<V>(View::W::value(w)), gh::MODE_IF_ABSENT, 0);
             moved += r == gh::INSERTED;
             fail += r == gh::FAILED;
         }
@@ -146,8 +151,7 @@ extern "C" __global__ void gh_displacement(View t, u64 slots) {
         tomb += k == View::W::TOMB_KEY;
         if (k != View::W::EMPTY_KEY && k != View::W::TOMB_KEY) {
             live += 1;
-            u64 b = i / View::SLOTS, h = t.home(k);
-            u64 dist = b >= h ? b - h : b + t.buckets - h;
+            u64 dist = t.template displacement_as<GH_SCHEME>(k, i);
             d += dist;
             dmax = dist > dmax ? dist : dmax;
         }

@@ -124,6 +124,7 @@ template <> struct Word<8> {
     static __device__ __forceinline__ raw tomb() { return ~0ull - 1; }
     static __device__ __forceinline__ bool eq(raw a, raw b) { return a == b; }
     static __device__ __forceinline__ raw cas(raw* p, raw cmp, raw val) { return atomicCAS(p, cmp, val); }
+    static __device__ __forceinline__ raw load(const raw* p) { return __ldcg(p); }
     template <typename V> static __device__ __forceinline__ V* value_ptr(raw* p) { return (V*)((u32*)p + 1); }
 };
 
@@ -146,13 +147,20 @@ template <> struct Word<16> {
 #endif
         return atomicCAS(p, cmp, val);
     }
+    static __device__ __forceinline__ raw load(const raw* p) {
+        ulonglong2 v = __ldcg((const ulonglong2*)p);
+        return pack(v.x, v.y);
+    }
     template <typename V> static __device__ __forceinline__ V* value_ptr(raw* p) { return (V*)&p->v; }
 };
 
 // ---- the table view -----------------------------------------------------------
 // Table reads bypass L1 (__ldcg) so a thread never acts on a stale line.
-// Mirrors `gpuhash::backend::cuda::DeviceView` (#[repr(C)]); copy it freely.
-template <typename K, typename V> struct TableView {
+// The fields mirror `gpuhash::backend::cuda::DeviceView` (#[repr(C)]).
+// ViewCore holds what every scheme shares; each scheme's operations live in
+// kernels/schemes/*.cuh as functions of a ViewCore; TableView (below them)
+// dispatches to the table's scheme.
+template <typename K, typename V> struct ViewCore {
     static constexpr int WORD_BYTES = (sizeof(K) == 4 && sizeof(V) == 4) ? 8 : 16;
     typedef Word<WORD_BYTES> W;
     typedef typename W::raw raw;
@@ -161,13 +169,17 @@ template <typename K, typename V> struct TableView {
     raw* slots;
     u64 buckets;
     u64 seed;
-    u64 limit;  // buckets probed at most
+    u64 limit;   // buckets probed at most
     Meta* meta;
+    u64* aux;    // the scheme's state words (Scheme::aux_words), zeroed at creation
+    u32 scheme;  // GH_SCHEME_*
+    u32 param;   // the scheme's parameter (Hashinator: team size)
 
     static __device__ __forceinline__ int special_index(K key) {
         return key == (K)~(K)0 ? 0 : key == (K)(~(K)0 - 1) ? 1 : -1;
     }
     __device__ __forceinline__ u64 home(u64 k) const { return __umul64hi(mix64(k, seed), buckets); }
+    __device__ __forceinline__ u64 slot_count() const { return buckets * SLOTS; }
 
     // Visits the slots held by one 16-byte load (two 8-byte slots or one
     // 16-byte slot) as f(slot, key, value); true once f returned true.
@@ -193,105 +205,18 @@ template <typename K, typename V> struct TableView {
         return visit16(__ldcg((const ulonglong2*)bucket + 1), PER_LOAD, f);
     }
 
-    // Read-only walk of a key's sequence, one bucket per round trip; f sees
-    // each slot in sequence order as f(key, value) and returns true to stop.
-    // (Fetching two adjacent buckets per round trip after the home bucket was
-    // measured on an H200: 3-5% faster for 8-byte slots at load 0.9-0.95,
-    // up to 40% slower for 16-byte slots, so lookups take one at a time.)
-    template <typename F>
-    __device__ __forceinline__ void walk(u64 k, F&& f) const {
-        u64 b = home(k);
-        auto g = [&](int, u64 kk, u64 vv) { return f(kk, vv); };
-        for (u64 step = 0; step < limit; ++step) {
-            if (scan_bucket(slots + b * SLOTS, g)) return;
-            if (++b == buckets) b = 0;
-        }
+    // Out-of-band keys (the two slot markers) live in the metadata block.
+    __device__ __forceinline__ bool find_special(int s, V* out) const {
+        if (*(volatile u32*)&meta->special_state[s] != 2) return false;
+        *out = from_bits<V>(*(volatile u64*)&meta->special_value[s]);
+        return true;
+    }
+    __device__ __forceinline__ bool erase_special(int s) const {
+        return atomicCAS(&meta->special_state[s], 2u, 0u) == 2u;
     }
 
-    // Looks a key up; writes its value to *out when found.
-    __device__ __forceinline__ bool find(K key, V* out) const {
-        int s = special_index(key);
-        if (s >= 0) {
-            if (*(volatile u32*)&meta->special_state[s] != 2) return false;
-            *out = from_bits<V>(*(volatile u64*)&meta->special_value[s]);
-            return true;
-        }
-        bool hit = false;
-        walk((u64)key, [&](u64 kk, u64 vv) {
-            if (kk == (u64)key) { *out = from_bits<V>(vv); hit = true; return true; }
-            return kk == W::EMPTY_KEY;  // an EMPTY slot ends the sequence
-        });
-        return hit;
-    }
-
-    __device__ __forceinline__ bool contains(K key) const { V v; return find(key, &v); }
-
-    // Inserts a pair. A present key is overwritten (MODE_ASSIGN), kept
-    // (MODE_IF_ABSENT) or combined with `op` (MODE_APPLY). Returns INSERTED,
-    // EXISTING, or FAILED when no slot was free within the probe limit.
-    __device__ __forceinline__ int insert(K key, V value, u32 mode, u32 op) const {
-        int s = special_index(key);
-        if (s >= 0) return insert_special(s, value, mode, op);
-        u64 k = (u64)key, b = home(k);
-        const raw desired = W::pack(k, to_bits<V>(value));
-        for (u64 step = 0; step < limit; ++step) {
-            raw* bucket = slots + b * SLOTS;
-            int r = -1;
-            scan_bucket(bucket, [&](int i, u64 kk, u64) {
-                while (true) {
-                    if (kk == k) {
-                        // The key never leaves this slot during a bulk insert,
-                        // so the value field can be updated on its own.
-                        if (mode == MODE_ASSIGN) {
-                            if (sizeof(V) == 4) atomicExch(W::template value_ptr<u32>(&bucket[i]), (u32)to_bits<V>(value));
-                            else atomicExch(W::template value_ptr<u64>(&bucket[i]), to_bits<V>(value));
-                        } else if (mode == MODE_APPLY) {
-                            atomic_reduce<V>(W::template value_ptr<V>(&bucket[i]), op, value);
-                        }
-                        r = EXISTING;
-                        return true;
-                    }
-                    if (kk != W::EMPTY_KEY) return false;  // another key or a tombstone
-                    // EMPTY slots are all ones: nothing but a claim ever changes them.
-                    raw prev = W::cas(&bucket[i], W::empty(), desired);
-                    if (W::eq(prev, W::empty())) { r = INSERTED; return true; }
-                    kk = W::key(prev);  // lost the race: look at what the winner wrote
-                }
-            });
-            if (r >= 0) return r;
-            if (++b == buckets) b = 0;
-        }
-        return FAILED;
-    }
-
-    // Erases a key; true if this call removed it (the slot becomes a tombstone).
-    __device__ __forceinline__ bool erase(K key) const {
-        int s = special_index(key);
-        if (s >= 0) return atomicCAS(&meta->special_state[s], 2u, 0u) == 2u;
-        u64 k = (u64)key, b = home(k);
-        for (u64 step = 0; step < limit; ++step) {
-            raw* bucket = slots + b * SLOTS;
-            int r = -1;  // 1 erased, 0 absent
-            scan_bucket(bucket, [&](int i, u64 kk, u64 vv) {
-                if (kk == W::EMPTY_KEY) { r = 0; return true; }
-                if (kk != k) return false;
-                raw cur = W::pack(k, vv);
-                while (true) {
-                    raw prev = W::cas(&bucket[i], cur, W::tomb());
-                    if (W::eq(prev, cur)) { r = 1; return true; }
-                    if (W::key(prev) != k) { r = 0; return true; }  // erased by someone else
-                    cur = prev;                                       // value changed meanwhile
-                }
-            });
-            if (r >= 0) return r == 1;
-            if (++b == buckets) b = 0;
-        }
-        return false;
-    }
-
-  private:
-    // Out-of-band keys: a three-state flag (absent, being written, present)
-    // guards the value so a reduction never combines into an unwritten value.
+    // A three-state flag (absent, being written, present) guards the value
+    // so a reduction never combines into an unwritten value.
     __device__ int insert_special(int s, V value, u32 mode, u32 op) const {
         u32* state = &meta->special_state[s];
         u64* val = &meta->special_value[s];
@@ -308,6 +233,80 @@ template <typename K, typename V> struct TableView {
         else atomic_reduce<V>((V*)val, op, value);
         return EXISTING;
     }
+
+    // Updates the value of a slot that holds the key (the key never leaves
+    // its slot during an insert, so the value field is updated on its own).
+    __device__ __forceinline__ void update_value(raw* slot, V value, u32 mode, u32 op) const {
+        if (mode == MODE_ASSIGN) {
+            if (sizeof(V) == 4) atomicExch(W::template value_ptr<u32>(slot), (u32)to_bits<V>(value));
+            else atomicExch(W::template value_ptr<u64>(slot), to_bits<V>(value));
+        } else if (mode == MODE_APPLY) {
+            atomic_reduce<V>(W::template value_ptr<V>(slot), op, value);
+        }
+    }
+};
+
+}  // namespace gh
+
+// Each scheme's operations: find(v, key, out), insert(v, key, value, mode, op),
+// erase(v, key) and displacement(v, key, slot) on a ViewCore, in-slot keys only.
+#include "schemes/linear.cuh"
+
+namespace gh {
+
+// The table as users' kernels see it: copy it freely, pass it by value.
+template <typename K, typename V> struct TableView : ViewCore<K, V> {
+    typedef ViewCore<K, V> Core;
+
+    // Looks a key up; writes its value to *out when found.
+    template <u32 S> __device__ __forceinline__ bool find_as(K key, V* out) const {
+        int s = Core::special_index(key);
+        if (s >= 0) return this->find_special(s, out);
+        if (S == GH_SCHEME_LINEAR) return linear::find(*this, (u64)key, out);
+        if (S == GH_SCHEME_HASHINATOR) return hashinator::find(*this, (u64)key, out);
+        return false;
+    }
+
+    // Inserts a pair. A present key is overwritten (MODE_ASSIGN), kept
+    // (MODE_IF_ABSENT) or combined with `op` (MODE_APPLY). Returns INSERTED,
+    // EXISTING, or FAILED when the scheme found no place within its limits.
+    template <u32 S> __device__ __forceinline__ int insert_as(K key, V value, u32 mode, u32 op) const {
+        int s = Core::special_index(key);
+        if (s >= 0) return this->insert_special(s, value, mode, op);
+        if (S == GH_SCHEME_LINEAR) return linear::insert(*this, (u64)key, value, mode, op);
+        if (S == GH_SCHEME_HASHINATOR) return hashinator::insert(*this, (u64)key, value, mode, op);
+        return FAILED;
+    }
+
+    // Erases a key; true if this call removed it.
+    template <u32 S> __device__ __forceinline__ bool erase_as(K key) const {
+        int s = Core::special_index(key);
+        if (s >= 0) return this->erase_special(s);
+        if (S == GH_SCHEME_LINEAR) return linear::erase(*this, (u64)key);
+        if (S == GH_SCHEME_HASHINATOR) return hashinator::erase(*this, (u64)key);
+        return false;
+    }
+
+    // Buckets past its first candidate that a key stored at `slot` sits.
+    template <u32 S> __device__ __forceinline__ u64 displacement_as(u64 key, u64 slot) const {
+        if (S == GH_SCHEME_HASHINATOR) return hashinator::displacement(*this, key, slot);
+        return linear::displacement(*this, key, slot);
+    }
+
+    // The same, dispatched on the table's scheme at run time (for users' kernels).
+#define GH_DISPATCH(FN, ARGS)                                                         \
+    switch (this->scheme) {                                                           \
+        case GH_SCHEME_HASHINATOR: return this->template FN<GH_SCHEME_HASHINATOR> ARGS; \
+        case GH_SCHEME_ROBIN_HOOD: return this->template FN<GH_SCHEME_ROBIN_HOOD> ARGS; \
+        case GH_SCHEME_CUCKOO: return this->template FN<GH_SCHEME_CUCKOO> ARGS;         \
+        case GH_SCHEME_TWO_LEVEL: return this->template FN<GH_SCHEME_TWO_LEVEL> ARGS;   \
+        default: return this->template FN<GH_SCHEME_LINEAR> ARGS;                      \
+    }
+    __device__ bool find(K key, V* out) const { GH_DISPATCH(find_as, (key, out)) }
+    __device__ __forceinline__ bool contains(K key) const { V v; return find(key, &v); }
+    __device__ int insert(K key, V value, u32 mode, u32 op) const { GH_DISPATCH(insert_as, (key, value, mode, op)) }
+    __device__ bool erase(K key) const { GH_DISPATCH(erase_as, (key)) }
+#undef GH_DISPATCH
 };
 
 }  // namespace gh

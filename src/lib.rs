@@ -42,6 +42,7 @@ mod table;
 pub use cudarc;
 
 pub use crate::core::keys::{Key, Reduce, Value, ValueKind};
+pub use crate::core::scheme::Scheme;
 pub use device::Device;
 pub use error::{Error, NotStored, Result};
 pub use table::{Builder, HashTable, InsertReport, Stats};

@@ -1,11 +1,11 @@
 //! The table API: argument checks, growth and conveniences over a backend.
 
 use crate::backend::{self, Backend, Config, InsertMode, RawInsert};
-use crate::core::capacity::{self, load_limit, round_slots};
+use crate::core::capacity::{self, load_limit};
 use crate::core::hash::DEFAULT_SEED;
 use crate::core::keys::{Key, Reduce, Value};
 use crate::core::layout::Word;
-use crate::core::probe::DEFAULT_MAX_PROBE_BUCKETS;
+use crate::core::scheme::Scheme;
 use crate::error::NotStored;
 use crate::{Device, Error, Result};
 
@@ -52,8 +52,9 @@ pub struct Builder {
     capacity: u64,
     max_load: f64,
     growth: bool,
-    max_probe_buckets: u64,
+    max_probe_buckets: Option<u64>,
     seed: u64,
+    scheme: Scheme,
 }
 
 impl Default for Builder {
@@ -63,8 +64,9 @@ impl Default for Builder {
             capacity: 1024,
             max_load: capacity::DEFAULT_MAX_LOAD,
             growth: true,
-            max_probe_buckets: DEFAULT_MAX_PROBE_BUCKETS,
+            max_probe_buckets: None,
             seed: DEFAULT_SEED,
+            scheme: Scheme::Linear,
         }
     }
 }
@@ -98,10 +100,18 @@ impl Builder {
         self.growth = on;
         self
     }
-    /// Most 32-byte buckets one operation may probe (default 1024). An insert
-    /// that finds no free slot within it fails (growth off) or grows the table.
+    /// Most 32-byte buckets one operation may probe past a key's first
+    /// candidate (default: the scheme's, see
+    /// [`Scheme::default_max_probe_buckets`]). An insert that finds no free
+    /// slot within it fails (growth off) or grows the table.
     pub fn max_probe_buckets(mut self, buckets: u64) -> Self {
-        self.max_probe_buckets = buckets;
+        self.max_probe_buckets = Some(buckets);
+        self
+    }
+    /// The placement scheme (default [`Scheme::Linear`]); see
+    /// [`crate::core::scheme`] for how they differ and when to pick which.
+    pub fn scheme(mut self, scheme: Scheme) -> Self {
+        self.scheme = scheme;
         self
     }
     /// Hash seed (default fixed, so runs are reproducible).
@@ -114,11 +124,13 @@ impl Builder {
         if !(self.max_load > 0.0 && self.max_load <= 1.0) {
             return Err(Error::InvalidLoadFactor(self.max_load));
         }
-        if self.max_probe_buckets == 0 {
+        let max_probe_buckets = self.max_probe_buckets.unwrap_or(self.scheme.default_max_probe_buckets());
+        if max_probe_buckets == 0 {
             return Err(Error::InvalidProbeLimit);
         }
-        let slots = checked_slots::<K, V>(self.capacity)?;
-        let config = Config { slots, max_probe_buckets: self.max_probe_buckets, seed: self.seed };
+        self.scheme.validate().map_err(Error::Unsupported)?;
+        let slots = checked_slots::<K, V>(self.scheme, self.capacity)?;
+        let config = Config { slots, max_probe_buckets, seed: self.seed, scheme: self.scheme };
         Ok(HashTable {
             backend: backend::create(self.device, config)?,
             max_load: self.max_load,
@@ -127,11 +139,12 @@ impl Builder {
     }
 }
 
-fn checked_slots<K: Key, V: Value>(requested: u64) -> Result<u64> {
+fn checked_slots<K: Key, V: Value>(scheme: Scheme, requested: u64) -> Result<u64> {
     if requested == 0 {
         return Err(Error::ZeroCapacity);
     }
-    round_slots(requested, K::Word::<V>::BYTES)
+    scheme
+        .round_slots(requested, K::Word::<V>::BYTES)
         .ok_or(Error::CapacityTooLarge { requested, max: capacity::MAX_SLOTS })
 }
 
@@ -208,6 +221,10 @@ impl<K: Key, V: Value> HashTable<K, V> {
     /// The maximum load factor growth keeps to.
     pub fn max_load_factor(&self) -> f64 {
         self.max_load
+    }
+    /// The placement scheme.
+    pub fn scheme(&self) -> Scheme {
+        self.backend.scheme()
     }
     /// Whether inserts may grow the table.
     pub fn growth(&self) -> bool {
@@ -298,6 +315,14 @@ impl<K: Key, V: Value> HashTable<K, V> {
         self.rehash_into(slots.max(min))
     }
 
+    /// Reclaims every tombstone without changing the capacity. Hashinator and
+    /// the default scheme do it in place (Hashinator's tombstone cleaning:
+    /// keys displaced from their home are lifted out, tombstones reset to
+    /// empty, and the lifted keys inserted again); other schemes rebuild.
+    pub fn clean_tombstones(&mut self) -> Result<()> {
+        self.backend.clean_tombstones()
+    }
+
     /// Every pair, in no particular order.
     pub fn export(&self) -> Result<(Vec<K>, Vec<V>)> {
         self.backend.export()
@@ -355,12 +380,13 @@ impl<K: Key, V: Value> HashTable<K, V> {
     }
 
     fn rehash_into(&mut self, slots: u64) -> Result<()> {
-        let mut slots = checked_slots::<K, V>(slots)?;
+        let scheme = self.scheme();
+        let mut slots = checked_slots::<K, V>(scheme, slots)?;
         loop {
             match self.backend.rehash(slots) {
                 // The probe limit is too short for this size: try a larger table.
                 Err(Error::RehashFailed { .. }) if slots < capacity::MAX_SLOTS / 2 => {
-                    slots = checked_slots::<K, V>(slots * 2)?
+                    slots = checked_slots::<K, V>(scheme, slots * 2)?
                 }
                 other => return other,
             }

@@ -1,8 +1,9 @@
-//! The conformance suite on the CPU backend (the reference).
+//! The conformance suite on the CPU backend (the reference), once per scheme.
 
 #[macro_use]
 mod common;
 
-use gpuhash::Device;
+use gpuhash::{Device, Scheme};
 
-conformance_suite!(cpu, Device::Cpu);
+conformance_suite!(cpu_linear, Device::Cpu, Scheme::Linear);
+conformance_suite!(cpu_hashinator, Device::Cpu, Scheme::Hashinator { team: 8 });

@@ -1,10 +1,11 @@
-//! The conformance suite on CUDA device 0. Without a usable device each
-//! test prints `skipped: no CUDA device (...)`; set `GPUHASH_REQUIRE_CUDA=1`
-//! to make that a failure instead.
+//! The conformance suite on CUDA device 0, once per scheme. Without a usable
+//! device each test prints `skipped: no CUDA device (...)`; set
+//! `GPUHASH_REQUIRE_CUDA=1` to make that a failure instead.
 
 #[macro_use]
 mod common;
 
-use gpuhash::Device;
+use gpuhash::{Device, Scheme};
 
-conformance_suite!(cuda, Device::Cuda(0));
+conformance_suite!(cuda_linear, Device::Cuda(0), Scheme::Linear);
+conformance_suite!(cuda_hashinator, Device::Cuda(0), Scheme::Hashinator { team: 8 });

@@ -8,7 +8,7 @@
 mod common;
 
 use common::*;
-use gpuhash::{Device, HashTable, Key, Reduce};
+use gpuhash::{Device, HashTable, Key, Reduce, Scheme};
 use proptest::collection::vec;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
@@ -51,7 +51,7 @@ fn step() -> impl Strategy<Value = Step> {
 /// Applies `steps` to a 16-slot table and the oracle, comparing after each.
 /// With growth off the table also gets a 2-bucket probe limit, so refused
 /// inserts (`TableFull`) are common; `common::insert` checks what they list.
-fn run_steps<K: Key, V: TestValue>(name: &str, dev: Device, growth: bool, steps: &[Step]) {
+fn run_steps<K: Key, V: TestValue>(name: &str, dev: Target, growth: bool, steps: &[Step]) {
     let mut cx = Ctx::new::<K, V>(name, dev);
     let b = builder(dev).capacity(16).growth(growth);
     let b = if growth { b } else { b.max_load_factor(1.0).max_probe_buckets(2) };
@@ -96,8 +96,18 @@ fn run_steps<K: Key, V: TestValue>(name: &str, dev: Device, growth: bool, steps:
     }
 }
 
+/// Every scheme the properties run on.
+const SCHEMES: &[Scheme] = &[Scheme::Linear, Scheme::Hashinator { team: 8 }];
+
+/// Runs the property on `device` once per scheme.
+fn property<K: Key, V: TestValue>(name: &str, device: Device, growth: bool) {
+    for &scheme in SCHEMES {
+        property_on::<K, V>(name, Target::new(device, scheme), growth);
+    }
+}
+
 /// Runs the property with a runner seeded from the suite's seed.
-fn property<K: Key, V: TestValue>(name: &str, dev: Device, growth: bool) {
+fn property_on<K: Key, V: TestValue>(name: &str, dev: Target, growth: bool) {
     let Some(dev) = usable(dev) else { return };
     let seed = base_seed();
     let mut bytes = [0u8; 32];

@@ -5,6 +5,7 @@
 //! and growth, so backends only do the slot work.
 
 use crate::core::keys::{Key, Reduce, Value};
+use crate::core::scheme::Scheme;
 use crate::{Device, Error, Result};
 
 pub mod cpu;
@@ -42,6 +43,8 @@ pub struct Config {
     pub max_probe_buckets: u64,
     /// Hash seed.
     pub seed: u64,
+    /// Where keys may be placed.
+    pub scheme: Scheme,
 }
 
 /// The slot work of a table. Implemented once per device.
@@ -53,6 +56,8 @@ pub trait Backend<K: Key, V: Value>: Send + Sync + 'static {
     fn as_any_mut(&mut self) -> &mut dyn std::any::Any;
     /// Where the slots live.
     fn device(&self) -> Device;
+    /// The placement scheme.
+    fn scheme(&self) -> Scheme;
     /// Number of slots.
     fn slots(&self) -> u64;
     /// Live keys, including those stored out of band.
@@ -78,6 +83,12 @@ pub trait Backend<K: Key, V: Value>: Send + Sync + 'static {
     /// Rebuilds into `slots` slots (dropping tombstones). On error the table
     /// is unchanged.
     fn rehash(&mut self, slots: u64) -> Result<()>;
+    /// Drops every tombstone, keeping the slot count. The default rebuilds
+    /// the table (a rehash at the same size); schemes with a cheaper way
+    /// (Hashinator's compaction of displaced keys) override it.
+    fn clean_tombstones(&mut self) -> Result<()> {
+        self.rehash(self.slots())
+    }
     /// Every stored pair, in no particular order.
     fn export(&self) -> Result<(Vec<K>, Vec<V>)>;
     /// Sum of probe displacements of the keys in slots and the largest one,

@@ -2,7 +2,7 @@
 //! header so both sides cannot drift: `kernels/gpuhash_constants.cuh` is this
 //! text, and a test fails if the committed file differs.
 
-use super::{capacity, hash, layout, probe};
+use super::{capacity, hash, layout, probe, scheme::Scheme};
 
 /// The text of `kernels/gpuhash_constants.cuh`.
 pub fn cuda_header() -> String {
@@ -13,15 +13,27 @@ pub fn cuda_header() -> String {
          #define GH_MIX_MUL_1 0x{:016x}ull\n\
          #define GH_MIX_MUL_2 0x{:016x}ull\n\
          #define GH_DEFAULT_SEED 0x{:016x}ull\n\
+         #define GH_FIBONACCI_MUL 0x{:016x}ull\n\
          #define GH_BUCKET_BYTES {}\n\
          #define GH_DEFAULT_MAX_PROBE_BUCKETS {}ull\n\
-         #define GH_MIN_SLOTS {}ull\n",
+         #define GH_MIN_SLOTS {}ull\n\
+         #define GH_SCHEME_LINEAR {}\n\
+         #define GH_SCHEME_HASHINATOR {}\n\
+         #define GH_SCHEME_ROBIN_HOOD {}\n\
+         #define GH_SCHEME_CUCKOO {}\n\
+         #define GH_SCHEME_TWO_LEVEL {}\n",
         hash::MIX_MUL_1,
         hash::MIX_MUL_2,
         hash::DEFAULT_SEED,
+        hash::FIBONACCI_MUL,
         layout::BUCKET_BYTES,
         probe::DEFAULT_MAX_PROBE_BUCKETS,
         capacity::MIN_SLOTS,
+        Scheme::Linear.code(),
+        Scheme::Hashinator { team: 0 }.code(),
+        Scheme::RobinHood.code(),
+        Scheme::Cuckoo.code(),
+        Scheme::TwoLevel.code(),
     )
 }
 

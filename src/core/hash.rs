@@ -34,6 +34,17 @@ pub const fn reduce_range(hash: u64, n: u64) -> u64 {
     ((hash as u128 * n as u128) >> 64) as u64
 }
 
+/// 2^64 divided by the golden ratio, rounded to odd: the multiplier of
+/// Fibonacci hashing (Knuth), as used by Hashinator.
+pub const FIBONACCI_MUL: u64 = 0x9e37_79b9_7f4a_7c15;
+
+/// Hashinator's home slot: Fibonacci (multiplicative) hashing of the seeded
+/// key onto `2^log2_slots` slots, taking the product's top bits.
+#[inline(always)]
+pub const fn fibonacci_home(key: u64, seed: u64, log2_slots: u32) -> u64 {
+    (key ^ seed).wrapping_mul(FIBONACCI_MUL) >> (64 - log2_slots)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -59,6 +70,17 @@ mod tests {
         let max = *counts.iter().max().unwrap();
         let min = *counts.iter().min().unwrap();
         assert!(min > 120 && max < 290, "min {min} max {max}");
+    }
+
+    #[test]
+    fn fibonacci_home_is_in_range_and_spreads_sequential_keys() {
+        let mut seen = std::collections::HashSet::new();
+        for k in 0..1024u64 {
+            let h = fibonacci_home(k, DEFAULT_SEED, 12);
+            assert!(h < 4096);
+            seen.insert(h);
+        }
+        assert_eq!(seen.len(), 1024, "sequential keys never share a home slot");
     }
 
     #[test]

@@ -10,3 +10,4 @@ pub mod hash;
 pub mod keys;
 pub mod layout;
 pub mod probe;
+pub mod scheme;

@@ -14,7 +14,7 @@ pub mod suite;
 use std::collections::{HashMap, HashSet};
 use std::fmt;
 
-use gpuhash::{Builder, Device, Error, HashTable, InsertReport, Key, NotStored, Reduce, Value};
+use gpuhash::{Builder, Device, Error, HashTable, InsertReport, Key, NotStored, Reduce, Scheme, Value};
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use rand_pcg::Pcg64;
@@ -48,6 +48,25 @@ pub fn short_type<T>() -> &'static str {
     n.rsplit("::").next().unwrap_or(n)
 }
 
+/// Where a test runs: a device and a placement scheme.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Target {
+    pub device: Device,
+    pub scheme: Scheme,
+}
+
+impl Target {
+    pub const fn new(device: Device, scheme: Scheme) -> Target {
+        Target { device, scheme }
+    }
+}
+
+impl fmt::Display for Target {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.device, self.scheme)
+    }
+}
+
 /// Per-test context: the random stream and what to print when an assertion fails.
 pub struct Ctx {
     pub rng: Pcg64,
@@ -59,10 +78,11 @@ pub struct Ctx {
 
 impl Ctx {
     /// A context for test `test` on `dev` with key type `K` and value type `V`.
-    pub fn new<K: Key, V: Value>(test: &str, dev: Device) -> Ctx {
+    pub fn new<K: Key, V: Value>(test: &str, dev: Target) -> Ctx {
         let seed = base_seed();
         let what = format!("{test} on {dev}, K={} V={}", short_type::<K>(), short_type::<V>());
-        // The device is left out of the stream so every backend sees the same inputs.
+        // The device and scheme are left out of the stream so every backend
+        // and scheme sees the same inputs.
         let stream = fnv(&format!("{test}/{}/{}", short_type::<K>(), short_type::<V>()));
         Ctx { rng: Pcg64::seed_from_u64(seed ^ stream), seed, what, phase: String::new() }
     }
@@ -89,12 +109,12 @@ pub fn scaled(n: usize) -> usize {
 
 /// Whether the tests may run on `dev`. A missing CUDA device skips the test
 /// loudly (or fails it when `GPUHASH_REQUIRE_CUDA=1`); any other device must work.
-pub fn usable(dev: Device) -> Option<Device> {
-    match dev.check_available() {
+pub fn usable(dev: Target) -> Option<Target> {
+    match dev.device.check_available() {
         Ok(()) => Some(dev),
         Err(e) => {
             let required = std::env::var("GPUHASH_REQUIRE_CUDA").is_ok_and(|v| v == "1");
-            match dev {
+            match dev.device {
                 Device::Cuda(_) if required => panic!("GPUHASH_REQUIRE_CUDA=1, but no CUDA device ({e})"),
                 Device::Cuda(_) => {
                     eprintln!("skipped: no CUDA device ({e})");
@@ -106,9 +126,9 @@ pub fn usable(dev: Device) -> Option<Device> {
     }
 }
 
-/// A builder on `dev` with the defaults otherwise.
-pub fn builder(dev: Device) -> Builder {
-    Builder::default().device(dev)
+/// A builder on `dev`'s device and scheme, with the defaults otherwise.
+pub fn builder(dev: Target) -> Builder {
+    Builder::default().device(dev.device).scheme(dev.scheme)
 }
 
 // ---------------------------------------------------------------- values
@@ -506,11 +526,12 @@ pub fn check_table<K: Key, V: TestValue>(t: &HashTable<K, V>, o: &Oracle<K, V>, 
     assert!(in_slots + st.tombstones <= st.slots, "{cx}: {in_slots} keys and {} tombstones in {} slots", st.tombstones, st.slots);
 }
 
-/// Expands to one `#[test]` per behaviour in module `$name`, running on `$dev`.
+/// Expands to one `#[test]` per behaviour in module `$name`, running on
+/// device `$dev` with placement scheme `$scheme`.
 #[allow(unused_macros)] // not every test binary instantiates it
 macro_rules! conformance_suite {
-    ($name:ident, $dev:expr) => {
-        conformance_suite!(@tests $name, $dev;
+    ($name:ident, $dev:expr, $scheme:expr) => {
+        conformance_suite!(@tests $name, $crate::common::Target::new($dev, $scheme);
             random_keys_at_load_factors,
             assign_duplicates_in_one_batch,
             if_absent_and_apply,

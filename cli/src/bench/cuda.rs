@@ -74,7 +74,7 @@ impl<K: GenKey, V: Value> Target<K, V> for CudaTarget<K, V> {
 
     fn prepare(&mut self, case: &Case, w: &Workload<K, V>) -> Result<(), BenchError> {
         self.reset();
-        let (table, stored) = prefilled_table(self.device, case, w).map_err(|e| self.err(e))?;
+        let (table, stored) = prefilled_table(self.device, &self.scheme, case, w).map_err(|e| self.err(e))?;
         self.stored = stored;
         let stream = table.cuda().expect("a CUDA table").stream().clone();
         let n = w.keys.len().max(w.find_keys.len());

@@ -64,10 +64,9 @@ pub(crate) const MIX: Mix = Mix { insert: 20, erase: 10, find: 70 };
 /// one erase and one find call, so rounds of this size interleave the three
 /// kinds finely while keeping every call a real bulk call.
 pub(crate) const MIX_ROUND_OPS: u64 = 1 << 16;
-/// The schemes of the gpuhash table (`--scheme all` runs each of them).
-pub(crate) const SCHEMES: &[&str] = &["default"];
-/// The scheme used when `--scheme` is not given.
-pub(crate) const SCHEME: &str = "default";
+/// The scheme used when `--scheme` is not given (`--scheme all` runs every
+/// scheme of `gpuhash::Scheme::ALL`).
+pub(crate) const SCHEME: &str = "linear";
 /// Loads above this are refused as typos (1.2 is already a 20 % overflow).
 pub(crate) const MAX_LOAD: f64 = 4.0;
 /// Smallest table accepted (the library's minimum).

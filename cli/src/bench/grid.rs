@@ -284,13 +284,18 @@ pub(crate) fn rejected_of(r: Result<gpuhash::InsertReport, TableError>) -> Resul
 /// workload's prefill; returns it with the number of keys it stored.
 pub(crate) fn prefilled_table<K: GenKey, V: Value>(
     device: Device,
+    scheme: &str,
     case: &Case,
     w: &Workload<K, V>,
 ) -> Result<(HashTable<K, V>, u64), TableError> {
-    // Only the default scheme exists so far; a new scheme picks its
-    // builder settings here.
-    let mut table: HashTable<K, V> =
-        HashTable::<K, V>::builder().device(device).capacity(case.slots).max_load_factor(1.0).growth(false).build()?;
+    let scheme: gpuhash::Scheme = scheme.parse().map_err(TableError::Unsupported)?;
+    let mut table: HashTable<K, V> = HashTable::<K, V>::builder()
+        .device(device)
+        .scheme(scheme)
+        .capacity(case.slots)
+        .max_load_factor(1.0)
+        .growth(false)
+        .build()?;
     let mut stored = 0;
     if !w.prefill.is_empty() {
         let rejected = rejected_of(table.insert_or_assign(&w.prefill, &w.prefill_values))?;
@@ -334,7 +339,7 @@ impl<K: GenKey, V: Value> Target<K, V> for TableTarget<K, V> {
 
     fn prepare(&mut self, case: &Case, w: &Workload<K, V>) -> Result<(), BenchError> {
         self.reset();
-        let (table, stored) = prefilled_table(self.device, case, w).map_err(|e| self.err(e))?;
+        let (table, stored) = prefilled_table(self.device, &self.scheme, case, w).map_err(|e| self.err(e))?;
         self.table = Some(table);
         self.stored = stored;
         if !case.op.builds_table() {

@@ -96,17 +96,13 @@ fn parse_sizes(s: &str) -> Result<List<u64>, String> {
     list(s, parse_size)
 }
 
+/// `all`, or scheme names as `gpuhash::Scheme` parses them (kept as their
+/// canonical names, which label the results).
 fn parse_schemes(s: &str) -> Result<List<String>, String> {
     if s == "all" {
-        return Ok(List(defaults::SCHEMES.iter().map(|s| s.to_string()).collect()));
+        return Ok(List(gpuhash::Scheme::ALL.iter().map(|s| s.name()).collect()));
     }
-    list(s, |p| {
-        if defaults::SCHEMES.contains(&p) {
-            Ok(p.to_string())
-        } else {
-            Err(format!("unknown scheme '{p}' (expected all or one of {})", defaults::SCHEMES.join(",")))
-        }
-    })
+    list(s, |p| p.parse::<gpuhash::Scheme>().map(|s| s.name()))
 }
 
 /// Decimal or `0x` hexadecimal.

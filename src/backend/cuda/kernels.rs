@@ -13,12 +13,15 @@ use cudarc::nvrtc::{compile_ptx_with_opts, CompileOptions, Ptx};
 
 use crate::core::constants::cuda_header;
 use crate::core::keys::ValueKind;
+use crate::core::scheme::Scheme;
 use crate::{Error, Result};
 
 /// The device API header users include (`kernels/gpuhash.cuh`).
 pub const DEVICE_HEADER: &str = include_str!("../../../kernels/gpuhash.cuh");
 /// The bulk kernels (`kernels/bulk.cu`).
 pub const BULK_SOURCE: &str = include_str!("../../../kernels/bulk.cu");
+/// Each scheme's device code, by the path the headers include it as.
+pub const SCHEME_HEADERS: &[(&str, &str)] = &[("schemes/linear.cuh", include_str!("../../../kernels/schemes/linear.cuh"))];
 
 /// The kernels of one module.
 pub(crate) struct Kernels {
@@ -57,20 +60,25 @@ pub fn full_source() -> String {
 }
 
 /// Makes a user's kernel source self-contained for NVRTC: its
-/// `#include "gpuhash.cuh"` line is replaced by the device API header.
+/// `#include "gpuhash.cuh"` line is replaced by the device API header, with
+/// the headers that one includes inlined too.
 pub fn with_device_header(user_source: &str) -> String {
-    let header = DEVICE_HEADER.replace("#include \"gpuhash_constants.cuh\"", &cuda_header());
+    let mut header = DEVICE_HEADER.replace("#include \"gpuhash_constants.cuh\"", &cuda_header());
+    for (path, text) in SCHEME_HEADERS {
+        header = header.replace(&format!("#include \"{path}\""), text);
+    }
     user_source.replace("#include \"gpuhash.cuh\"", &header)
 }
 
 /// NVRTC options for one module.
-pub fn compile_options(key_bits: u32, value: ValueKind, arch: &'static str) -> Vec<String> {
+pub fn compile_options(key_bits: u32, value: ValueKind, scheme: Scheme, arch: &'static str) -> Vec<String> {
     // Extra flags for experiments (`GPUHASH_NVRTC_FLAGS="-DGH_SINGLE_BUCKET_WALK"`),
     // part of the cache key like every other option.
     let extra = std::env::var("GPUHASH_NVRTC_FLAGS").unwrap_or_default();
     let mut opts = vec![
         format!("-DGH_KEY_T={}", key_ctype(key_bits)),
         format!("-DGH_VALUE_T={}", value_ctype(value)),
+        format!("-DGH_SCHEME={}", scheme.code()),
         format!("--gpu-architecture={arch}"),
         "-std=c++17".into(),
         "--extra-device-vectorization".into(),
@@ -102,9 +110,9 @@ fn cache_dir() -> Option<PathBuf> {
 }
 
 /// Compiles (or reads from the disk cache) the PTX of one module.
-pub fn ptx_for(key_bits: u32, value: ValueKind, arch: &'static str) -> Result<String> {
+pub fn ptx_for(key_bits: u32, value: ValueKind, scheme: Scheme, arch: &'static str) -> Result<String> {
     let src = full_source();
-    let opts = compile_options(key_bits, value, arch);
+    let opts = compile_options(key_bits, value, scheme, arch);
     let mut parts: Vec<&str> = vec![&src];
     parts.extend(opts.iter().map(String::as_str));
     let key = fnv1a(&parts);
@@ -128,18 +136,20 @@ pub fn ptx_for(key_bits: u32, value: ValueKind, arch: &'static str) -> Result<St
     Ok(ptx)
 }
 
-type ModuleKey = (usize, u32, ValueKind);
+/// Schemes that share a module: the scheme's code (parameters such as
+/// Hashinator's team size are kernel arguments, not compile options).
+type ModuleKey = (usize, u32, ValueKind, u32);
 
-/// Loads the module for a key/value pair on a context (once per process).
-pub(crate) fn kernels(ctx: &Arc<CudaContext>, key_bits: u32, value: ValueKind) -> Result<Arc<Kernels>> {
+/// Loads the module for a key/value pair and scheme on a context (once per process).
+pub(crate) fn kernels(ctx: &Arc<CudaContext>, key_bits: u32, value: ValueKind, scheme: Scheme) -> Result<Arc<Kernels>> {
     static LOADED: OnceLock<Mutex<HashMap<ModuleKey, Arc<Kernels>>>> = OnceLock::new();
     let map = LOADED.get_or_init(Default::default);
-    let key = (ctx.ordinal(), key_bits, value);
+    let key = (ctx.ordinal(), key_bits, value, scheme.code());
     if let Some(k) = map.lock().unwrap_or_else(|p| p.into_inner()).get(&key) {
         return Ok(k.clone());
     }
     let arch = arch_of(ctx)?;
-    let ptx = ptx_for(key_bits, value, arch)?;
+    let ptx = ptx_for(key_bits, value, scheme, arch)?;
     let dev = |e: cudarc::driver::DriverError| super::driver_error(ctx.ordinal(), e);
     let module = ctx.load_module(Ptx::from_src(ptx)).map_err(dev)?;
     let f = |name: &str| module.load_function(name).map_err(dev);
@@ -187,17 +197,21 @@ mod tests {
         }
         let dir = std::env::temp_dir().join(format!("gpuhash-nvrtc-test-{}", std::process::id()));
         std::env::set_var("GPUHASH_CACHE_DIR", &dir);
-        for key_bits in [32, 64] {
-            for kind in [ValueKind::U32, ValueKind::I32, ValueKind::F32, ValueKind::U64, ValueKind::I64, ValueKind::F64] {
-                let ptx = ptx_for(key_bits, kind, "compute_90").unwrap();
-                for name in ["gh_insert", "gh_find", "gh_contains", "gh_erase", "gh_rehash", "gh_export"] {
-                    assert!(ptx.contains(name), "{name} missing for u{key_bits}/{kind:?}");
+        let mut modules = 0;
+        for scheme in Scheme::ALL {
+            for key_bits in [32, 64] {
+                for kind in [ValueKind::U32, ValueKind::I32, ValueKind::F32, ValueKind::U64, ValueKind::I64, ValueKind::F64] {
+                    let ptx = ptx_for(key_bits, kind, scheme, "compute_90").unwrap();
+                    for name in ["gh_insert", "gh_find", "gh_contains", "gh_erase", "gh_rehash", "gh_export"] {
+                        assert!(ptx.contains(name), "{name} missing for {scheme} u{key_bits}/{kind:?}");
+                    }
+                    modules += 1;
                 }
             }
         }
-        // The second request is served from the disk cache.
+        // One cache entry per module.
         let entries = std::fs::read_dir(&dir).unwrap().count();
-        assert_eq!(entries, 12);
+        assert_eq!(entries, modules);
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -20,6 +20,7 @@ use super::{Backend, Config, InsertMode, RawInsert};
 use crate::core::keys::{Key, Reduce, Value};
 use crate::core::layout::Word;
 use crate::core::probe::ProbeParams;
+use crate::core::scheme::Scheme;
 use crate::{Device, Error, Result};
 
 use kernels::Kernels;
@@ -78,6 +79,12 @@ pub struct DeviceView {
     pub limit: u64,
     /// Device address of the metadata block (counters, out-of-band keys).
     pub meta: u64,
+    /// Device address of the scheme's state words (0 if it has none).
+    pub aux: u64,
+    /// The scheme's code (`GH_SCHEME_*`).
+    pub scheme: u32,
+    /// The scheme's parameter (Hashinator: the team size).
+    pub param: u32,
 }
 
 // Safety: plain #[repr(C)] integers, laid out as the C++ view.
@@ -118,6 +125,8 @@ pub struct CudaTable<K: Key, V: Value> {
     kernels: Arc<Kernels>,
     slots: CudaSlice<u8>,
     meta: CudaSlice<u64>,
+    /// The scheme's state words (at least one word, so the view's pointer is valid).
+    aux: CudaSlice<u64>,
     failed: CudaSlice<u32>,
     probe: ProbeParams,
     config: Config,
@@ -139,7 +148,7 @@ impl<K: Key, V: Value> CudaTable<K, V> {
         available(ordinal)?;
         let ctx = CudaContext::new(ordinal).map_err(|e| driver_error(ordinal, e))?;
         let stream = ctx.new_stream().map_err(|e| driver_error(ordinal, e))?;
-        let kernels = kernels::kernels(&ctx, K::BITS, V::KIND)?;
+        let kernels = kernels::kernels(&ctx, K::BITS, V::KIND, config.scheme)?;
         let e = |e| driver_error(ordinal, e);
         let sms = ctx
             .attribute(cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
@@ -150,6 +159,7 @@ impl<K: Key, V: Value> CudaTable<K, V> {
         let slots = Self::alloc_slots(&ctx, &stream, config.slots)?;
         let spb = K::Word::<V>::slots_per_bucket() as u64;
         let buckets = config.slots / spb;
+        let aux = stream.alloc_zeros::<u64>(config.scheme.aux_words(buckets).max(1) as usize).map_err(e)?;
         Ok(CudaTable {
             probe: ProbeParams { buckets, seed: config.seed, limit: config.max_probe_buckets.clamp(1, buckets) },
             ctx,
@@ -157,6 +167,7 @@ impl<K: Key, V: Value> CudaTable<K, V> {
             kernels,
             slots,
             meta,
+            aux,
             failed,
             config,
             live: 0,
@@ -195,7 +206,17 @@ impl<K: Key, V: Value> CudaTable<K, V> {
     pub fn view(&self) -> DeviceView {
         let (slots, _g1) = self.slots.device_ptr(&self.stream);
         let (meta, _g2) = self.meta.device_ptr(&self.stream);
-        DeviceView { slots, buckets: self.probe.buckets, seed: self.probe.seed, limit: self.probe.limit, meta }
+        let (aux, _g3) = self.aux.device_ptr(&self.stream);
+        DeviceView {
+            slots,
+            buckets: self.probe.buckets,
+            seed: self.probe.seed,
+            limit: self.probe.limit,
+            meta,
+            aux,
+            scheme: self.config.scheme.code(),
+            param: self.config.scheme.param(),
+        }
     }
 
     fn reset_counters(&mut self) -> Result<()> {
@@ -412,6 +433,9 @@ impl<K: Key, V: Value> Backend<K, V> for CudaTable<K, V> {
     fn device(&self) -> Device {
         Device::Cuda(self.ctx.ordinal())
     }
+    fn scheme(&self) -> Scheme {
+        self.config.scheme
+    }
     fn slots(&self) -> u64 {
         self.config.slots
     }
@@ -490,6 +514,7 @@ impl<K: Key, V: Value> Backend<K, V> for CudaTable<K, V> {
                 .map_err(|e| driver_error(self.ctx.ordinal(), e))?;
         }
         self.stream.memset_zeros(&mut self.meta).map_err(|e| self.err(e))?;
+        self.stream.memset_zeros(&mut self.aux).map_err(|e| self.err(e))?;
         self.stream.synchronize().map_err(|e| self.err(e))?;
         self.live = 0;
         self.tombstones = 0;
@@ -499,15 +524,18 @@ impl<K: Key, V: Value> Backend<K, V> for CudaTable<K, V> {
 
     fn rehash(&mut self, slots: u64) -> Result<()> {
         let new_slots = Self::alloc_slots(&self.ctx, &self.stream, slots)?;
-        // The new table shares the metadata block: out-of-band keys carry over.
-        self.reset_counters()?;
         let spb = K::Word::<V>::slots_per_bucket() as u64;
         let buckets = slots / spb;
+        let aux_words = self.config.scheme.aux_words(buckets).max(1) as usize;
+        let new_aux = self.stream.alloc_zeros::<u64>(aux_words).map_err(|e| self.err(e))?;
+        // The new table shares the metadata block: out-of-band keys carry over.
+        self.reset_counters()?;
         let probe = ProbeParams { buckets, seed: self.config.seed, limit: self.config.max_probe_buckets.clamp(1, buckets) };
         let from = self.view();
         let to = {
             let (ptr, _g) = new_slots.device_ptr(&self.stream);
-            DeviceView { slots: ptr, buckets, seed: probe.seed, limit: probe.limit, meta: from.meta }
+            let (aux, _g2) = new_aux.device_ptr(&self.stream);
+            DeviceView { slots: ptr, buckets, seed: probe.seed, limit: probe.limit, aux, ..from }
         };
         let old_slots = self.config.slots;
         let mut b = self.stream.launch_builder(&self.kernels.rehash);
@@ -519,6 +547,7 @@ impl<K: Key, V: Value> Backend<K, V> for CudaTable<K, V> {
             return Err(Error::RehashFailed { slots, unplaced: meta[2] });
         }
         self.slots = new_slots;
+        self.aux = new_aux;
         self.probe = probe;
         self.config.slots = slots;
         self.live = meta[0];

@@ -1,0 +1,205 @@
+//! Placement schemes: where a key may live in the slot array.
+//!
+//! Every scheme shares the slot layout of [`super::layout`] (packed key/value
+//! words, 32-byte buckets, the same EMPTY and TOMBSTONE markers, keys equal to
+//! a marker kept out of band) and the hash of [`super::hash`]; they differ in
+//! which slots a key may occupy and how an insert finds one:
+//!
+//! | scheme | from | where a key may live | a lookup reads |
+//! | --- | --- | --- | --- |
+//! | [`Scheme::Linear`] (default) | | buckets after its home bucket, first free slot | until a bucket with an EMPTY slot |
+//! | [`Scheme::Hashinator`] | Hashinator | slots after its Fibonacci-hashed home slot (power-of-two table) | until an EMPTY slot, a team of threads per key on the GPU |
+//! | [`Scheme::RobinHood`] | gpurhh | buckets after its home; richer keys give way to poorer ones | until its displacement exceeds the resident's |
+//! | [`Scheme::Cuckoo`] | BGHT, Starfish | one of 2 (8-byte slots) or 3 (16-byte slots) buckets, or a small stash | those buckets, the stash if not empty |
+//! | [`Scheme::TwoLevel`] | HH Hash, Starfish | one region by the first hash, then cuckoo inside it with the region's own seed | that region's candidate buckets |
+//!
+//! Scheme-specific state (locks, a stash, per-region seeds) lives in an
+//! auxiliary array of zero-initialised 64-bit words whose size the scheme
+//! gives ([`Scheme::aux_words`]); both backends allocate it beside the slots.
+
+use std::fmt;
+use std::str::FromStr;
+
+use super::capacity::{MAX_SLOTS, MIN_SLOTS};
+use super::layout::BUCKET_BYTES;
+use super::probe::DEFAULT_MAX_PROBE_BUCKETS;
+
+/// How keys are placed. Chosen when a table is built and kept across growth.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
+pub enum Scheme {
+    /// Linear probing over 32-byte buckets from a multiply-shift home bucket
+    /// (any table size). The default.
+    #[default]
+    Linear,
+    /// Hashinator's scheme: Fibonacci hashing onto a power-of-two number of
+    /// slots, linear probing over slots; on the GPU a team of `team` threads
+    /// (4, 8, 16 or 32) probes `team` slots at once and votes with a ballot.
+    Hashinator {
+        /// Threads per key in the GPU's bulk kernels (4, 8, 16 or 32).
+        team: u32,
+    },
+    /// gpurhh's scheme: bucketed Robin Hood hashing with a probe cap; an insert
+    /// that cannot place a key within the cap fails and is reported.
+    RobinHood,
+    /// Bucketed cuckoo hashing with a small stash: lookups read a bounded
+    /// number of buckets at any load.
+    Cuckoo,
+    /// Two-level cuckoo (HH Hash, Starfish): the first hash picks a region,
+    /// each region an independent cuckoo table with its own seed, rebuilt
+    /// alone with a new seed when an insert cannot place a key.
+    TwoLevel,
+}
+
+/// Team size of [`Scheme::Hashinator`] when none is given.
+pub const DEFAULT_TEAM: u32 = 8;
+
+impl Scheme {
+    /// One of each scheme, with default parameters (`--scheme all`).
+    pub const ALL: [Scheme; 5] =
+        [Scheme::Linear, Scheme::Hashinator { team: DEFAULT_TEAM }, Scheme::RobinHood, Scheme::Cuckoo, Scheme::TwoLevel];
+
+    /// Code shared with the CUDA sources (`GH_SCHEME_*`).
+    pub const fn code(self) -> u32 {
+        match self {
+            Scheme::Linear => 0,
+            Scheme::Hashinator { .. } => 1,
+            Scheme::RobinHood => 2,
+            Scheme::Cuckoo => 3,
+            Scheme::TwoLevel => 4,
+        }
+    }
+
+    /// The scheme's parameter as passed to kernels (the team size, else 0).
+    pub const fn param(self) -> u32 {
+        match self {
+            Scheme::Hashinator { team } => team,
+            _ => 0,
+        }
+    }
+
+    /// Short name, as parsed by [`FromStr`] and shown in benchmark output.
+    pub fn name(self) -> String {
+        match self {
+            Scheme::Linear => "linear".into(),
+            Scheme::Hashinator { team } if team == DEFAULT_TEAM => "hashinator".into(),
+            Scheme::Hashinator { team } => format!("hashinator-t{team}"),
+            Scheme::RobinHood => "robin-hood".into(),
+            Scheme::Cuckoo => "cuckoo".into(),
+            Scheme::TwoLevel => "two-level".into(),
+        }
+    }
+
+    /// Checks the scheme's parameters.
+    pub fn validate(self) -> Result<(), String> {
+        match self {
+            Scheme::Hashinator { team } if ![4, 8, 16, 32].contains(&team) => {
+                Err(format!("hashinator team size {team} must be 4, 8, 16 or 32"))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Slots a table of this scheme gets when `requested` are asked for:
+    /// whole buckets, and a power of two for Hashinator (its Fibonacci hash
+    /// maps onto `2^p` slots). `None` if zero or beyond [`MAX_SLOTS`].
+    pub fn round_slots(self, requested: u64, slot_bytes: usize) -> Option<u64> {
+        if requested == 0 || requested > MAX_SLOTS {
+            return None;
+        }
+        let per_bucket = (BUCKET_BYTES / slot_bytes) as u64;
+        let s = requested.max(MIN_SLOTS);
+        let s = match self {
+            Scheme::Hashinator { .. } => s.next_power_of_two(),
+            _ => s.div_ceil(per_bucket) * per_bucket,
+        };
+        (s <= MAX_SLOTS).then_some(s)
+    }
+
+    /// 64-bit words of scheme state beside a table of `buckets` buckets
+    /// (zeroed when the table is created, cleared or rehashed).
+    pub fn aux_words(self, buckets: u64) -> u64 {
+        let _ = buckets;
+        match self {
+            Scheme::Linear | Scheme::Hashinator { .. } => 0,
+            // Filled in by each scheme's implementation.
+            Scheme::RobinHood | Scheme::Cuckoo | Scheme::TwoLevel => 0,
+        }
+    }
+
+    /// Probe limit in 32-byte buckets when the builder sets none: how far an
+    /// operation may look past a key's first candidate before an insert
+    /// fails (and the table grows, with growth on).
+    pub const fn default_max_probe_buckets(self) -> u64 {
+        match self {
+            _ => DEFAULT_MAX_PROBE_BUCKETS,
+        }
+    }
+
+    /// Whether erase leaves a tombstone (counted toward the load limit until
+    /// a rehash or a tombstone cleaning) rather than freeing the slot.
+    pub const fn erase_leaves_tombstones(self) -> bool {
+        !matches!(self, Scheme::Cuckoo | Scheme::TwoLevel)
+    }
+
+    /// Whether an insert may use every slot when its probe limit covers the
+    /// whole table (linear schemes); cuckoo tables refuse keys earlier.
+    pub const fn fills_every_slot(self) -> bool {
+        matches!(self, Scheme::Linear | Scheme::Hashinator { .. } | Scheme::RobinHood)
+    }
+}
+
+impl fmt::Display for Scheme {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.name())
+    }
+}
+
+impl FromStr for Scheme {
+    type Err = String;
+    /// Parses `linear`, `hashinator`, `hashinator-tN`, `robin-hood`, `cuckoo`
+    /// or `two-level` (`default` means `linear`).
+    fn from_str(s: &str) -> Result<Self, String> {
+        let scheme = match s {
+            "linear" | "default" => Scheme::Linear,
+            "hashinator" => Scheme::Hashinator { team: DEFAULT_TEAM },
+            "robin-hood" | "robinhood" => Scheme::RobinHood,
+            "cuckoo" => Scheme::Cuckoo,
+            "two-level" | "twolevel" => Scheme::TwoLevel,
+            _ => match s.strip_prefix("hashinator-t").map(str::parse::<u32>) {
+                Some(Ok(team)) => Scheme::Hashinator { team },
+                _ => {
+                    return Err(format!(
+                        "unknown scheme '{s}' (expected linear, hashinator, hashinator-tN, robin-hood, cuckoo or two-level)"
+                    ))
+                }
+            },
+        };
+        scheme.validate()?;
+        Ok(scheme)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip() {
+        for s in Scheme::ALL.into_iter().chain([Scheme::Hashinator { team: 32 }]) {
+            assert_eq!(s.name().parse::<Scheme>(), Ok(s));
+        }
+        assert!("hashinator-t3".parse::<Scheme>().is_err());
+        assert!("quadratic".parse::<Scheme>().is_err());
+    }
+
+    #[test]
+    fn hashinator_rounds_to_powers_of_two() {
+        let h = Scheme::Hashinator { team: 8 };
+        assert_eq!(h.round_slots(1000, 8), Some(1024));
+        assert_eq!(h.round_slots(1024, 16), Some(1024));
+        assert_eq!(h.round_slots(1, 8), Some(16));
+        assert_eq!(Scheme::Linear.round_slots(1000, 16), Some(1000));
+        assert_eq!(Scheme::Linear.round_slots(0, 8), None);
+    }
+}
