@@ -161,3 +161,106 @@ extern "C" __global__ void gh_displacement(View t, u64 slots) {
     block_add(&t.meta->counters[2], live);
     block_add(&t.meta->counters[3], tomb);
 }
+
+#if GH_SCHEME == GH_SCHEME_LINEAR
+// ---- region build -------------------------------------------------------------
+// A large batch is inserted region by region: a region is `rb` consecutive
+// buckets (64 KiB), the most one block holds in shared memory at a useful
+// occupancy. The scatter pass bins the batch by the region of each key's home
+// bucket; one block per region then loads its region, inserts its bin with
+// shared-memory atomics (the same first-EMPTY-slot rule as `linear::insert`,
+// so the table is exactly what the plain kernel would build) and writes the
+// region back with coalesced stores. Keys whose sequence leaves the region,
+// keys of an overfull bin and out-of-band keys are deferred to the plain
+// kernel, which runs after and sees the built regions. counters[2] counts the
+// deferred positions.
+
+// Bins the batch: bin r holds up to bin_cap pairs and their batch positions.
+extern "C" __global__ void gh_region_scatter(View t, const K* keys, const V* values, u64 n, u64 rb,
+                                             u32* bin_count, u64 bin_cap, View::raw* bin_words, u32* bin_pos,
+                                             u32* deferred) {
+    for (u64 i = thread_index(); i < n; i += grid_stride()) {
+        K key = keys[i];
+        bool defer = View::special_index(key) >= 0;
+        if (!defer) {
+            u64 r = t.home((u64)key) / rb;
+            u32 at = atomicAdd(&bin_count[r], 1u);
+            if (at < bin_cap) {
+                bin_words[r * bin_cap + at] = View::W::pack((u64)key, gh::to_bits<V>(values[i]));
+                bin_pos[r * bin_cap + at] = (u32)i;
+            } else {
+                defer = true;
+            }
+        }
+        if (defer) deferred[atomicAdd(&t.meta->counters[2], 1ull)] = (u32)i;
+    }
+}
+
+// The key field of a slot in shared memory, read once (other threads of the
+// block change slots with atomics meanwhile).
+__device__ __forceinline__ u64 shared_key(const View::raw* p) {
+    if (View::WORD_BYTES == 8) return *(const volatile u64*)p & 0xffffffffull;
+    return *(const volatile u64*)p;
+}
+
+extern "C" __global__ void __launch_bounds__(512) gh_region_build(View t, u64 rb, const u32* bin_count, u64 bin_cap,
+                                                               const View::raw* bin_words, const u32* bin_pos,
+                                                               u32* deferred, u32 mode, u32 op) {
+    typedef View::raw raw;
+    typedef View::W W;
+    extern __shared__ __align__(16) unsigned char smem[];
+    raw* region = (raw*)smem;
+    const u64 r = blockIdx.x, first = r * rb;
+    const u64 nb = min(rb, t.buckets - first);
+    ulonglong2* global16 = (ulonglong2*)(t.slots + first * View::SLOTS);
+    ulonglong2* shared16 = (ulonglong2*)region;
+    const u64 words16 = nb * (GH_BUCKET_BYTES / 16);
+    for (u64 j = threadIdx.x; j < words16; j += blockDim.x) shared16[j] = __ldcg(global16 + j);
+    __syncthreads();
+
+    const u64 count = min((u64)bin_count[r], bin_cap);
+    u64 ins = 0, ex = 0;
+    for (u64 j = threadIdx.x; j < count; j += blockDim.x) {
+        const raw desired = bin_words[r * bin_cap + j];
+        const u64 k = W::key(desired);
+        const V value = gh::from_bits<V>(W::value(desired));
+        int res = gh::FAILED;
+        u64 b = t.home(k) - first;
+        for (u64 step = 0; step < t.limit && b < nb && res == gh::FAILED; ++step, ++b) {
+            raw* bucket = region + b * View::SLOTS;
+            for (int s = 0; s < View::SLOTS && res == gh::FAILED; ++s) {
+                u64 kk = shared_key(&bucket[s]);
+                while (true) {
+                    if (kk == k) {
+                        t.update_value(&bucket[s], value, mode, op);
+                        res = gh::EXISTING;
+                        break;
+                    }
+                    if (kk != W::EMPTY_KEY) break;  // another key or a tombstone
+                    raw prev = W::cas(&bucket[s], W::empty(), desired);
+                    if (W::eq(prev, W::empty())) { res = gh::INSERTED; break; }
+                    kk = W::key(prev);
+                }
+            }
+        }
+        ins += res == gh::INSERTED;
+        ex += res == gh::EXISTING;
+        // Not settled inside the region: the plain kernel continues the sequence.
+        if (res == gh::FAILED) deferred[atomicAdd(&t.meta->counters[2], 1ull)] = bin_pos[r * bin_cap + j];
+    }
+    __syncthreads();
+    for (u64 j = threadIdx.x; j < words16; j += blockDim.x) __stcg(global16 + j, shared16[j]);
+    block_add(&t.meta->counters[0], ins);
+    block_add(&t.meta->counters[1], ex);
+}
+#endif
+
+// keys_out[j] = keys[pos[j]], values_out[j] = values[pos[j]]: the deferred
+// part of a region-built batch, for the plain insert kernel.
+extern "C" __global__ void gh_gather_pairs(const K* keys, const V* values, const u32* pos, u64 n, K* keys_out,
+                                           V* values_out) {
+    for (u64 j = thread_index(); j < n; j += grid_stride()) {
+        keys_out[j] = keys[pos[j]];
+        values_out[j] = values[pos[j]];
+    }
+}

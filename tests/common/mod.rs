@@ -533,6 +533,7 @@ macro_rules! conformance_suite {
     ($name:ident, $dev:expr, $scheme:expr) => {
         conformance_suite!(@tests $name, $crate::common::Target::new($dev, $scheme);
             random_keys_at_load_factors,
+            large_batches,
             assign_duplicates_in_one_batch,
             if_absent_and_apply,
             erase_churn,

@@ -53,6 +53,41 @@ fn load_factors_body<K: Key, V: TestValue>(dev: Target) {
     }
 }
 
+/// Batches large enough for the GPU's region build (a batch of at least a
+/// sixteenth of a table of several 64 KiB regions), with duplicates, every
+/// insert flavour, keys spilling past region ends, and a batch that overfills
+/// the table (growth off): the same outcome as key-by-key insertion.
+pub fn large_batches(dev: Target) {
+    each_pair!(large_batches_body, dev)
+}
+
+fn large_batches_body<K: Key, V: TestValue>(dev: Target) {
+    let mut cx = Ctx::new::<K, V>("large_batches", dev);
+    // 2^15 slots: 4 regions of 8-byte slots, 8 of 16-byte slots.
+    let slots = 1u64 << 15;
+    for op in [Op::Assign, Op::IfAbsent, Op::Apply(Reduce::Sum)] {
+        cx.phase = format!("{op:?}");
+        let b = builder(dev).capacity(slots).max_load_factor(1.0).growth(false);
+        let mut t = unwrap(b.build::<K, V>(), "build", &cx);
+        let mut o = Oracle::new();
+        let distinct = distinct_keys::<K>(&mut cx.rng, (slots as f64 * 0.6) as usize);
+        let keys = with_duplicates(&mut cx.rng, &distinct, distinct.len() / 2);
+        let vals = num_values::<V>(&mut cx.rng, keys.len());
+        let failed = insert(&mut t, &mut o, op, &keys, &vals, &cx);
+        assert!(failed.is_empty(), "{cx}: {} keys not stored at load 0.6", failed.len());
+        check_table(&t, &o, &cx);
+
+        cx.phase = format!("{op:?}, overfilling");
+        let mut more = fresh_keys(&mut cx.rng, (slots as f64 * 0.6) as usize, &o, &[]);
+        more.extend(distinct.iter().take(distinct.len() / 3));
+        let more = with_duplicates(&mut cx.rng, &more, more.len() / 4);
+        let vals = num_values::<V>(&mut cx.rng, more.len());
+        let failed = insert(&mut t, &mut o, op, &more, &vals, &cx);
+        assert!(!failed.is_empty(), "{cx}: 1.2 x the slots stored without a refusal");
+        check_table(&t, &o, &cx);
+    }
+}
+
 // ------------------------------------------------------------------ 2
 
 pub fn assign_duplicates_in_one_batch(dev: Target) {

@@ -34,6 +34,9 @@ pub(crate) struct Kernels {
     pub export: CudaFunction,
     pub displacement: CudaFunction,
     pub gather_keys: CudaFunction,
+    pub gather_pairs: CudaFunction,
+    /// The region build of large batches (linear scheme only).
+    pub region: Option<super::region::RegionKernels>,
 }
 
 /// C type names for `-DGH_KEY_T` / `-DGH_VALUE_T`.
@@ -163,6 +166,8 @@ pub(crate) fn kernels(ctx: &Arc<CudaContext>, key_bits: u32, value: ValueKind, s
         export: f("gh_export")?,
         displacement: f("gh_displacement")?,
         gather_keys: f("gh_gather_keys")?,
+        gather_pairs: f("gh_gather_pairs")?,
+        region: super::region::RegionKernels::load(&module).map_err(dev)?,
     });
     map.lock().unwrap_or_else(|p| p.into_inner()).insert(key, k.clone());
     Ok(k)

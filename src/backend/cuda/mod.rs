@@ -7,6 +7,7 @@
 
 pub mod kernels;
 pub mod limits;
+mod region;
 
 use std::marker::PhantomData;
 use std::sync::Arc;
@@ -135,6 +136,8 @@ pub struct CudaTable<K: Key, V: Value> {
     specials: u64,
     /// Multiprocessors, for sizing grids.
     sms: u64,
+    /// Buffers of the region build, kept between large inserts.
+    region_scratch: region::RegionScratch,
     _types: PhantomData<(K, V)>,
 }
 
@@ -174,6 +177,7 @@ impl<K: Key, V: Value> CudaTable<K, V> {
             tombstones: 0,
             specials: 0,
             sms,
+            region_scratch: region::RegionScratch::default(),
             _types: PhantomData,
         })
     }
@@ -259,6 +263,15 @@ impl<K: Key, V: Value> CudaTable<K, V> {
     }
 
     fn insert_raw(&mut self, keys: &CudaView<'_, K>, values: &CudaView<'_, V>, mode: InsertMode) -> Result<RawInsert> {
+        let n = keys.len() as u64;
+        if self.kernels.region.is_some() && region::worth_it(n, self.config.slots, self.probe.buckets) {
+            return self.insert_regions(keys, values, mode);
+        }
+        self.insert_plain(keys, values, mode)
+    }
+
+    /// One thread per key, each claiming its slot with a CAS in device memory.
+    fn insert_plain(&mut self, keys: &CudaView<'_, K>, values: &CudaView<'_, V>, mode: InsertMode) -> Result<RawInsert> {
         let n = keys.len() as u64;
         if n == 0 {
             return Ok(RawInsert::default());
