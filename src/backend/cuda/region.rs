@@ -77,7 +77,7 @@ fn ensure<T: cudarc::driver::DeviceRepr>(
     slot: &mut Option<CudaSlice<T>>,
     len: usize,
 ) -> std::result::Result<(), DriverError> {
-    if slot.as_ref().is_none_or(|s| s.len() < len) {
+    if !slot.as_ref().is_some_and(|s| s.len() >= len) {
         *slot = None; // free the old buffer before taking a larger one
         // Safety: every element a kernel reads is written first (bins below
         // their count, deferred positions below counters[2]).
