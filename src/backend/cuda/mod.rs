@@ -246,8 +246,9 @@ impl<K: Key, V: Value> CudaTable<K, V> {
         let (m, op) = mode_codes(mode);
         let view = self.view();
         let cap = FAILED_CAP as u64;
+        let base = 0u64;
         let mut b = self.stream.launch_builder(&self.kernels.insert);
-        b.arg(&view).arg(keys).arg(values).arg(&n).arg(&m).arg(&op).arg(&mut self.failed).arg(&cap);
+        b.arg(&view).arg(keys).arg(values).arg(&n).arg(&m).arg(&op).arg(&mut self.failed).arg(&cap).arg(&base);
         // Safety: the arguments match gh_insert's signature; every pointer is
         // a live allocation of the stated length.
         unsafe { b.launch(grid(n, self.sms)) }.map_err(|e| self.err(e))?;
