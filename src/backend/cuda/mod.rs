@@ -7,6 +7,7 @@
 
 pub mod kernels;
 pub mod limits;
+mod staging;
 
 use std::marker::PhantomData;
 use std::sync::Arc;
@@ -126,6 +127,8 @@ pub struct CudaTable<K: Key, V: Value> {
     specials: u64,
     /// Multiprocessors, for sizing grids.
     sms: u64,
+    /// Pinned buffers and streams for host slices (see `staging`).
+    staging: staging::LazyStaging,
     _types: PhantomData<(K, V)>,
 }
 
@@ -163,6 +166,7 @@ impl<K: Key, V: Value> CudaTable<K, V> {
             tombstones: 0,
             specials: 0,
             sms,
+            staging: Default::default(),
             _types: PhantomData,
         })
     }
@@ -264,11 +268,27 @@ impl<K: Key, V: Value> CudaTable<K, V> {
             self.collect_absent(keys, nfailed)?
         };
         failed.sort_unstable();
-        // `inserted` counts new out-of-band keys too; they occupy no slot.
-        let specials = Self::count_specials(&meta);
-        self.live += inserted - (specials - self.specials);
-        self.specials = specials;
+        self.account_insert(&meta);
         Ok(RawInsert { inserted, existing, failed })
+    }
+
+    /// Adds an insert's counters (`meta`) to the host-side counts.
+    /// Saturating: counts are stale after your own kernels until `resync`,
+    /// and must not panic then.
+    fn account_insert(&mut self, meta: &[u64; META_WORDS]) {
+        // `inserted` counts new out-of-band keys too; they occupy no slot.
+        let specials = Self::count_specials(meta);
+        self.live += meta[0].saturating_sub(specials.saturating_sub(self.specials));
+        self.specials = specials;
+    }
+
+    /// Takes an erase's counters (`meta`) off the host-side counts.
+    fn account_erase(&mut self, meta: &[u64; META_WORDS]) {
+        let specials = Self::count_specials(meta);
+        let slot_removed = meta[3].saturating_sub(self.specials.saturating_sub(specials));
+        self.specials = specials;
+        self.live = self.live.saturating_sub(slot_removed);
+        self.tombstones += slot_removed;
     }
 
     /// `keys[positions]`, gathered on the device (positions are few; the batch may be huge).
@@ -358,13 +378,8 @@ impl<K: Key, V: Value> CudaTable<K, V> {
         // Safety: arguments match gh_erase.
         unsafe { b.launch(grid(n, self.sms)) }.map_err(|e| self.err(e))?;
         let meta = self.read_meta()?;
-        let removed = meta[3];
-        let specials = Self::count_specials(&meta);
-        let slot_removed = removed - (self.specials - specials);
-        self.specials = specials;
-        self.live -= slot_removed;
-        self.tombstones += slot_removed;
-        Ok(removed)
+        self.account_erase(&meta);
+        Ok(meta[3])
     }
 
     /// Zeroes the counters of the metadata block (on the stream).
@@ -433,6 +448,9 @@ impl<K: Key, V: Value> Backend<K, V> for CudaTable<K, V> {
         if keys.is_empty() {
             return Ok(RawInsert::default());
         }
+        if staging::staged(keys.len()) {
+            return self.insert_staged(keys, values, mode);
+        }
         let k = self.upload(keys)?;
         let v = self.upload(values)?;
         self.insert_raw(&k.as_view(), &v.as_view(), mode)
@@ -441,6 +459,9 @@ impl<K: Key, V: Value> Backend<K, V> for CudaTable<K, V> {
     fn find(&self, keys: &[K], values: &mut [V], found: &mut [bool]) -> Result<u64> {
         if keys.is_empty() {
             return Ok(0);
+        }
+        if staging::staged(keys.len()) {
+            return self.find_staged(keys, values, found);
         }
         let k = self.upload(keys)?;
         // Safety: fully written by gh_find.
@@ -461,6 +482,9 @@ impl<K: Key, V: Value> Backend<K, V> for CudaTable<K, V> {
         if keys.is_empty() {
             return Ok(0);
         }
+        if staging::staged(keys.len()) {
+            return self.contains_staged(keys, found);
+        }
         let k = self.upload(keys)?;
         // Safety: fully written by gh_contains.
         let mut f = unsafe { self.stream.alloc::<u8>(keys.len()) }.map_err(|e| self.err(e))?;
@@ -477,6 +501,9 @@ impl<K: Key, V: Value> Backend<K, V> for CudaTable<K, V> {
     fn erase(&mut self, keys: &[K]) -> Result<u64> {
         if keys.is_empty() {
             return Ok(0);
+        }
+        if staging::staged(keys.len()) {
+            return self.erase_staged(keys);
         }
         let k = self.upload(keys)?;
         self.erase_device(&k.as_view())
