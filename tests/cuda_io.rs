@@ -1,13 +1,18 @@
 //! CUDA data paths beyond the conformance suite, on CUDA device 0: host
-//! batches large enough for the pinned staging pipeline. Without a usable
-//! device each GPU test prints `skipped: no CUDA device (...)`; set
-//! `GPUHASH_REQUIRE_CUDA=1` to make that a failure instead.
+//! batches large enough for the pinned staging pipeline, and calls on a
+//! user's stream. Without a usable device each GPU test prints
+//! `skipped: no CUDA device (...)`; set `GPUHASH_REQUIRE_CUDA=1` to make
+//! that a failure instead.
 
 #[macro_use]
 mod common;
 
+use std::sync::Arc;
+
 use common::*;
-use gpuhash::{Device, Key, Reduce};
+use gpuhash::backend::InsertMode;
+use gpuhash::cudarc::driver::{CudaSlice, CudaStream};
+use gpuhash::{Device, Error, Key, Reduce};
 
 /// Large enough for several chunks of the staging pipeline (about 256 Ki
 /// keys per chunk for 16-byte pairs), and not a multiple of a chunk.
@@ -81,4 +86,81 @@ fn staged_full_table_reports_exact_positions() {
     full_body::<u32, u32>(dev, 1 << 19, (1 << 19) + scaled(20_000));
     // More failures than the kernels record (2^16): found by a lookup pass.
     full_body::<u64, u64>(dev, 1 << 16, scaled(600_000).max(200_000));
+}
+
+// ------------------------------------------------------------ user streams
+
+fn upload<T: gpuhash::cudarc::driver::DeviceRepr>(s: &Arc<CudaStream>, v: &[T]) -> CudaSlice<T> {
+    s.clone_htod(v).unwrap()
+}
+
+fn async_body<K: Key, V: TestValue>(dev: Device) {
+    let mut cx = Ctx::new::<K, V>("async_calls", dev);
+    let n = scaled(300_000);
+    let mut t = builder(dev).capacity((2 * n) as u64).growth(false).build::<K, V>().unwrap();
+    let user = t.cuda().unwrap().stream().context().new_stream().unwrap();
+    let keys = keys_with_specials::<K>(&mut cx, n);
+    let vals = any_values::<V>(&mut cx.rng, keys.len());
+    let (kd, vd) = (upload(&user, &keys), upload(&user, &vals));
+
+    cx.phase = "insert, find and contains queued back to back".into();
+    let cuda = t.cuda_mut().unwrap();
+    let pending = cuda.insert_device_async(&user, &kd.as_view(), &vd.as_view(), InsertMode::Assign).unwrap();
+    let mut out_v = upload(&user, &vec![V::from_bits(0); keys.len()]);
+    let mut out_f = user.alloc_zeros::<u8>(keys.len()).unwrap();
+    cuda.find_device_async(&user, &kd.as_view(), &mut out_v.as_view_mut(), &mut out_f.as_view_mut()).unwrap();
+    let mut out_c = user.alloc_zeros::<u8>(keys.len()).unwrap();
+    cuda.contains_device_async(&user, &kd.as_view(), &mut out_c.as_view_mut()).unwrap();
+    let report = pending.wait().unwrap_or_else(|e| panic!("{cx}: {e}"));
+    assert_eq!(report.inserted, keys.len() as u64, "{cx}");
+    let (got_v, got_f, got_c) = (user.clone_dtoh(&out_v).unwrap(), user.clone_dtoh(&out_f).unwrap(), user.clone_dtoh(&out_c).unwrap());
+    user.synchronize().unwrap();
+    for i in 0..keys.len() {
+        assert!(got_f[i] == 1 && got_c[i] == 1, "{cx}: key {:?} not found", keys[i]);
+        assert!(same(got_v[i], vals[i]), "{cx}: key {:?} holds {:?}, expected {:?}", keys[i], got_v[i], vals[i]);
+    }
+
+    cx.phase = "the table's own calls wait for the user's stream".into();
+    let half = &keys[..keys.len() / 2];
+    let cuda = t.cuda_mut().unwrap();
+    let erased = cuda.erase_device_async(&user, &kd.slice(..half.len())).unwrap();
+    // Not waited for: the host call below must still see the erase.
+    let found = t.contains(&keys).unwrap();
+    assert!(found[..half.len()].iter().all(|f| !f) && found[half.len()..].iter().all(|&f| f), "{cx}");
+    assert_eq!(erased.wait().unwrap(), half.len() as u64, "{cx}");
+    let cuda = t.cuda_mut().unwrap();
+    cuda.resync().unwrap();
+    assert_eq!(t.len(), (keys.len() - half.len()) as u64, "{cx}: len after resync");
+
+    cx.phase = "a full table reports exact positions".into();
+    let mut small = builder(dev).capacity(1 << 12).max_load_factor(1.0).growth(false).build::<K, V>().unwrap();
+    let cuda = small.cuda_mut().unwrap();
+    match cuda.insert_device_async(&user, &kd.as_view(), &vd.as_view(), InsertMode::IfAbsent).unwrap().wait() {
+        Err(Error::TableFull(ns)) => {
+            check_not_stored(&ns, &keys, &cx);
+            let stored = keys.len() - ns.positions.len();
+            assert_eq!(ns.report.inserted as usize, stored, "{cx}");
+            assert!(stored <= (1 << 12) + 2, "{cx}: {stored} keys in 2^12 slots");
+            let present = small.contains(&keys).unwrap();
+            for &p in &ns.positions {
+                assert!(!present[p], "{cx}: key at {p} reported not stored, yet present");
+            }
+            assert_eq!(present.iter().filter(|&&f| f).count(), stored, "{cx}");
+        }
+        other => panic!("{cx}: expected TableFull, got {other:?}"),
+    }
+
+    cx.phase = "empty and mismatched calls".into();
+    let cuda = t.cuda_mut().unwrap();
+    let none = cuda.insert_device_async(&user, &kd.slice(0..0), &vd.slice(0..0), InsertMode::Assign).unwrap();
+    assert_eq!(none.wait().unwrap(), Default::default(), "{cx}");
+    let bad = cuda.insert_device_async(&user, &kd.slice(0..2), &vd.slice(0..3), InsertMode::Assign);
+    assert!(matches!(bad, Err(Error::LengthMismatch { .. })), "{cx}");
+}
+
+#[test]
+fn async_calls_on_a_user_stream() {
+    let Some(dev) = cuda() else { return };
+    async_body::<u32, u32>(dev);
+    async_body::<u64, f64>(dev);
 }

@@ -8,6 +8,9 @@
 pub mod kernels;
 pub mod limits;
 mod staging;
+mod stream_ops;
+
+pub use stream_ops::{PendingCount, PendingInsert};
 
 use std::marker::PhantomData;
 use std::sync::Arc;
@@ -273,8 +276,8 @@ impl<K: Key, V: Value> CudaTable<K, V> {
     }
 
     /// Adds an insert's counters (`meta`) to the host-side counts.
-    /// Saturating: counts are stale after your own kernels until `resync`,
-    /// and must not panic then.
+    /// Saturating: counts are stale after your own kernels or async calls
+    /// until `resync`, and must not panic then.
     fn account_insert(&mut self, meta: &[u64; META_WORDS]) {
         // `inserted` counts new out-of-band keys too; they occupy no slot.
         let specials = Self::count_specials(meta);
