@@ -35,6 +35,7 @@ pub mod backend;
 pub mod core;
 mod device;
 mod error;
+mod memory;
 mod table;
 
 /// The cudarc version gpuhash is built with, for device buffers and streams.
@@ -44,4 +45,5 @@ pub use cudarc;
 pub use crate::core::keys::{Key, Reduce, Value, ValueKind};
 pub use device::Device;
 pub use error::{Error, NotStored, Result};
+pub use memory::Memory;
 pub use table::{Builder, HashTable, InsertReport, Stats};

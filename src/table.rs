@@ -7,7 +7,7 @@ use crate::core::keys::{Key, Reduce, Value};
 use crate::core::layout::Word;
 use crate::core::probe::DEFAULT_MAX_PROBE_BUCKETS;
 use crate::error::NotStored;
-use crate::{Device, Error, Result};
+use crate::{Device, Error, Memory, Result};
 
 /// What a bulk insert did.
 ///
@@ -54,6 +54,7 @@ pub struct Builder {
     growth: bool,
     max_probe_buckets: u64,
     seed: u64,
+    memory: Memory,
 }
 
 impl Default for Builder {
@@ -65,6 +66,7 @@ impl Default for Builder {
             growth: true,
             max_probe_buckets: DEFAULT_MAX_PROBE_BUCKETS,
             seed: DEFAULT_SEED,
+            memory: Memory::Device,
         }
     }
 }
@@ -109,6 +111,15 @@ impl Builder {
         self.seed = seed;
         self
     }
+    /// Where the slots live (default [`Memory::Device`]). [`Memory::Unified`]
+    /// puts them in CUDA managed memory, readable by the host through
+    /// `CudaTable::host_find`; it needs a CUDA device (else
+    /// [`Error::Unsupported`]) and at most the GPU's free memory (else
+    /// [`Error::OutOfMemory`], checked before allocating).
+    pub fn memory(mut self, memory: Memory) -> Self {
+        self.memory = memory;
+        self
+    }
     /// Creates the table.
     pub fn build<K: Key, V: Value>(self) -> Result<HashTable<K, V>> {
         if !(self.max_load > 0.0 && self.max_load <= 1.0) {
@@ -118,7 +129,7 @@ impl Builder {
             return Err(Error::InvalidProbeLimit);
         }
         let slots = checked_slots::<K, V>(self.capacity)?;
-        let config = Config { slots, max_probe_buckets: self.max_probe_buckets, seed: self.seed };
+        let config = Config { slots, max_probe_buckets: self.max_probe_buckets, seed: self.seed, memory: self.memory };
         Ok(HashTable {
             backend: backend::create(self.device, config)?,
             max_load: self.max_load,

@@ -1,8 +1,8 @@
 //! CUDA data paths beyond the conformance suite, on CUDA device 0: host
-//! batches large enough for the pinned staging pipeline, and calls on a
-//! user's stream. Without a usable device each GPU test prints
-//! `skipped: no CUDA device (...)`; set `GPUHASH_REQUIRE_CUDA=1` to make
-//! that a failure instead.
+//! batches large enough for the pinned staging pipeline, calls on a user's
+//! stream, and unified memory with host lookups. Without a usable device
+//! each GPU test prints `skipped: no CUDA device (...)`; set
+//! `GPUHASH_REQUIRE_CUDA=1` to make that a failure instead.
 
 #[macro_use]
 mod common;
@@ -12,7 +12,7 @@ use std::sync::Arc;
 use common::*;
 use gpuhash::backend::InsertMode;
 use gpuhash::cudarc::driver::{CudaSlice, CudaStream};
-use gpuhash::{Device, Error, Key, Reduce};
+use gpuhash::{Device, Error, HashTable, Key, Memory, Reduce};
 
 /// Large enough for several chunks of the staging pipeline (about 256 Ki
 /// keys per chunk for 16-byte pairs), and not a multiple of a chunk.
@@ -163,4 +163,63 @@ fn async_calls_on_a_user_stream() {
     let Some(dev) = cuda() else { return };
     async_body::<u32, u32>(dev);
     async_body::<u64, f64>(dev);
+}
+
+// ------------------------------------------------------------ unified memory
+
+fn unified_body<K: Key, V: TestValue>(dev: Device) {
+    let mut cx = Ctx::new::<K, V>("unified_memory", dev);
+    // Starts small so the batch below grows it (rehash keeps the memory kind).
+    let mut t = builder(dev).capacity(1 << 10).memory(Memory::Unified).build::<K, V>().unwrap();
+    assert_eq!(t.cuda().unwrap().memory(), Memory::Unified, "{cx}");
+    let mut o = Oracle::new();
+    let n = scaled(200_000);
+    let universe = keys_with_specials::<K>(&mut cx, n);
+    let keys = with_duplicates(&mut cx.rng, &universe, n / 4);
+    let vals = any_values::<V>(&mut cx.rng, keys.len());
+    cx.phase = "GPU insert, host lookups".into();
+    insert(&mut t, &mut o, Op::Assign, &keys, &vals, &cx);
+    assert!(t.capacity() > 1 << 10, "{cx}: the table did not grow");
+    assert_eq!(t.cuda().unwrap().memory(), Memory::Unified, "{cx}: growth changed the memory kind");
+    let mut probe = universe.clone();
+    probe.extend(fresh_keys(&mut cx.rng, n / 2, &o, &universe));
+    let host = t.cuda().unwrap().host_find(&probe).unwrap();
+    for (k, h) in probe.iter().zip(&host) {
+        match (o.map.get(k), h) {
+            (Some(e), Some(h)) => assert!(same(*e, *h), "{cx}: host_find({k:?}) = {h:?}, expected {e:?}"),
+            (None, None) => {}
+            (e, h) => panic!("{cx}: host_find({k:?}) = {h:?}, expected {e:?}"),
+        }
+    }
+    cx.phase = "GPU calls after a host lookup".into();
+    erase(&mut t, &mut o, &universe[..n / 3], &cx);
+    check_table(&t, &o, &cx);
+    let host = t.cuda().unwrap().host_find(&universe).unwrap();
+    assert_eq!(host.iter().filter(|h| h.is_some()).count(), o.map.len(), "{cx}");
+    cx.phase = "clear".into();
+    t.clear().unwrap();
+    assert!(t.cuda().unwrap().host_find(&universe).unwrap().iter().all(Option::is_none), "{cx}");
+}
+
+#[test]
+fn unified_memory_host_lookups() {
+    let Some(dev) = cuda() else { return };
+    unified_body::<u32, u32>(dev);
+    unified_body::<u64, u64>(dev);
+    unified_body::<u32, f64>(dev);
+}
+
+#[test]
+fn unified_memory_limits() {
+    // Runs everywhere: Unified is CUDA only.
+    let cpu = HashTable::<u32, u32>::builder().device(Device::Cpu).memory(Memory::Unified).build::<u32, u32>();
+    assert!(matches!(cpu, Err(Error::Unsupported(_))), "{cpu:?}");
+    let Some(dev) = cuda() else { return };
+    // 2^40 slots (8 TiB) is more than any GPU has free: refused before allocating.
+    let huge = HashTable::<u32, u32>::builder().device(dev).memory(Memory::Unified).capacity(1 << 40).build::<u32, u32>();
+    assert!(matches!(huge, Err(Error::OutOfMemory { .. })), "{huge:?}");
+    let t = HashTable::<u32, u32>::builder().device(dev).build::<u32, u32>().unwrap();
+    let cuda = t.cuda().unwrap();
+    assert_eq!(cuda.memory(), Memory::Device);
+    assert!(matches!(cuda.host_find(&[1]), Err(Error::Unsupported(_))));
 }

@@ -5,7 +5,7 @@
 //! and growth, so backends only do the slot work.
 
 use crate::core::keys::{Key, Reduce, Value};
-use crate::{Device, Error, Result};
+use crate::{Device, Error, Memory, Result};
 
 pub mod cpu;
 #[cfg(feature = "cuda")]
@@ -42,6 +42,8 @@ pub struct Config {
     pub max_probe_buckets: u64,
     /// Hash seed.
     pub seed: u64,
+    /// Where the slots live (kept across rehashes).
+    pub memory: Memory,
 }
 
 /// The slot work of a table. Implemented once per device.
@@ -87,6 +89,9 @@ pub trait Backend<K: Key, V: Value>: Send + Sync + 'static {
 
 /// Creates the backend for `device`.
 pub(crate) fn create<K: Key, V: Value>(device: Device, config: Config) -> Result<Box<dyn Backend<K, V>>> {
+    if config.memory == Memory::Unified && !matches!(device, Device::Cuda(_)) {
+        return Err(Error::Unsupported(format!("Memory::Unified needs a CUDA device, not {device}")));
+    }
     match device {
         Device::Cpu => Ok(Box::new(cpu::CpuTable::<K, V>::new(config)?)),
         #[cfg(feature = "cuda")]

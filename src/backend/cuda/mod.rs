@@ -9,6 +9,7 @@ pub mod kernels;
 pub mod limits;
 mod staging;
 mod stream_ops;
+mod unified;
 
 pub use stream_ops::{PendingCount, PendingInsert};
 
@@ -16,7 +17,7 @@ use std::marker::PhantomData;
 use std::sync::Arc;
 
 use cudarc::driver::{
-    result as cu, CudaContext, CudaSlice, CudaStream, CudaView, CudaViewMut, DevicePtr, DevicePtrMut, DeviceRepr,
+    result as cu, CudaContext, CudaSlice, CudaStream, CudaView, CudaViewMut, DevicePtr, DeviceRepr,
     DriverError, LaunchConfig, PushKernelArg,
 };
 
@@ -24,9 +25,10 @@ use super::{Backend, Config, InsertMode, RawInsert};
 use crate::core::keys::{Key, Reduce, Value};
 use crate::core::layout::Word;
 use crate::core::probe::ProbeParams;
-use crate::{Device, Error, Result};
+use crate::{Device, Error, Memory, Result};
 
 use kernels::Kernels;
+use unified::Slots;
 
 /// Threads per block of the bulk kernels.
 const BLOCK: u32 = 256;
@@ -120,7 +122,7 @@ pub struct CudaTable<K: Key, V: Value> {
     ctx: Arc<CudaContext>,
     stream: Arc<CudaStream>,
     kernels: Arc<Kernels>,
-    slots: CudaSlice<u8>,
+    slots: Slots,
     meta: CudaSlice<u64>,
     failed: CudaSlice<u32>,
     probe: ProbeParams,
@@ -153,7 +155,7 @@ impl<K: Key, V: Value> CudaTable<K, V> {
         let meta = stream.alloc_zeros::<u64>(META_WORDS).map_err(e)?;
         // Safety: written by the insert kernel before it is read.
         let failed = unsafe { stream.alloc::<u32>(FAILED_CAP) }.map_err(e)?;
-        let slots = Self::alloc_slots(&ctx, &stream, config.slots)?;
+        let slots = Self::alloc_slots(&ctx, &stream, config.slots, config.memory)?;
         let spb = K::Word::<V>::slots_per_bucket() as u64;
         let buckets = config.slots / spb;
         Ok(CudaTable {
@@ -174,22 +176,9 @@ impl<K: Key, V: Value> CudaTable<K, V> {
         })
     }
 
-    /// Allocates `n` EMPTY slots (all bits set).
-    fn alloc_slots(ctx: &Arc<CudaContext>, stream: &Arc<CudaStream>, n: u64) -> Result<CudaSlice<u8>> {
-        let bytes = n * K::Word::<V>::BYTES as u64;
-        let (free, _) = ctx.mem_get_info().map_err(|e| driver_error(ctx.ordinal(), e))?;
-        if bytes > free as u64 {
-            return Err(Error::OutOfMemory { bytes, device: Device::Cuda(ctx.ordinal()).to_string() });
-        }
-        // Safety: every byte is set just below before any kernel reads it.
-        let mut s = unsafe { stream.alloc::<u8>(bytes as usize) }.map_err(|e| driver_error(ctx.ordinal(), e))?;
-        {
-            let (ptr, _g) = s.device_ptr_mut(stream);
-            // Safety: `ptr` addresses `bytes` bytes owned by `s`, on this stream.
-            unsafe { cu::memset_d8_async(ptr, 0xff, bytes as usize, stream.cu_stream()) }
-                .map_err(|e| driver_error(ctx.ordinal(), e))?;
-        }
-        Ok(s)
+    /// Allocates `n` EMPTY slots (all bits set) in `memory`.
+    fn alloc_slots(ctx: &Arc<CudaContext>, stream: &Arc<CudaStream>, n: u64, memory: Memory) -> Result<Slots> {
+        Slots::alloc(ctx, stream, n * K::Word::<V>::BYTES as u64, memory)
     }
 
     /// The stream every operation of this table runs on.
@@ -199,8 +188,10 @@ impl<K: Key, V: Value> CudaTable<K, V> {
 
     /// The copyable view for users' kernels. It stays valid until the next
     /// operation that rehashes (growth, `reserve`, `rehash`, `clear` keeps it).
+    /// With [`Memory::Unified`] it also prefetches the slots back to the GPU
+    /// (on the table stream) if a host lookup moved them to the host.
     pub fn view(&self) -> DeviceView {
-        let (slots, _g1) = self.slots.device_ptr(&self.stream);
+        let slots = self.slots.device_ptr(&self.stream);
         let (meta, _g2) = self.meta.device_ptr(&self.stream);
         DeviceView { slots, buckets: self.probe.buckets, seed: self.probe.seed, limit: self.probe.limit, meta }
     }
@@ -513,13 +504,11 @@ impl<K: Key, V: Value> Backend<K, V> for CudaTable<K, V> {
     }
 
     fn clear(&mut self) -> Result<()> {
-        let bytes = self.slots.len();
-        {
-            let (ptr, _g) = self.slots.device_ptr_mut(&self.stream);
-            // Safety: the whole slot allocation, on this stream.
-            unsafe { cu::memset_d8_async(ptr, 0xff, bytes, self.stream.cu_stream()) }
-                .map_err(|e| driver_error(self.ctx.ordinal(), e))?;
-        }
+        let bytes = self.slots.bytes();
+        let ptr = self.slots.device_ptr(&self.stream);
+        // Safety: the whole slot allocation, on this stream.
+        unsafe { cu::memset_d8_async(ptr, 0xff, bytes, self.stream.cu_stream()) }
+            .map_err(|e| driver_error(self.ctx.ordinal(), e))?;
         self.stream.memset_zeros(&mut self.meta).map_err(|e| self.err(e))?;
         self.stream.synchronize().map_err(|e| self.err(e))?;
         self.live = 0;
@@ -529,16 +518,19 @@ impl<K: Key, V: Value> Backend<K, V> for CudaTable<K, V> {
     }
 
     fn rehash(&mut self, slots: u64) -> Result<()> {
-        let new_slots = Self::alloc_slots(&self.ctx, &self.stream, slots)?;
+        let new_slots = Self::alloc_slots(&self.ctx, &self.stream, slots, self.config.memory)?;
         // The new table shares the metadata block: out-of-band keys carry over.
         self.reset_counters()?;
         let spb = K::Word::<V>::slots_per_bucket() as u64;
         let buckets = slots / spb;
         let probe = ProbeParams { buckets, seed: self.config.seed, limit: self.config.max_probe_buckets.clamp(1, buckets) };
         let from = self.view();
-        let to = {
-            let (ptr, _g) = new_slots.device_ptr(&self.stream);
-            DeviceView { slots: ptr, buckets, seed: probe.seed, limit: probe.limit, meta: from.meta }
+        let to = DeviceView {
+            slots: new_slots.device_ptr(&self.stream),
+            buckets,
+            seed: probe.seed,
+            limit: probe.limit,
+            meta: from.meta,
         };
         let old_slots = self.config.slots;
         let mut b = self.stream.launch_builder(&self.kernels.rehash);
