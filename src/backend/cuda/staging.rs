@@ -410,9 +410,11 @@ impl<K: Key, V: Value> CudaTable<K, V> {
     pub(super) fn find_staged(&self, keys: &[K], values: &mut [V], found: &mut [bool]) -> Result<u64> {
         let (ks, vs) = (size_of::<K>(), size_of::<V>());
         let chunk = chunk_keys(STAGING_BYTES, &[ks]).min(chunk_keys(STAGING_BYTES, &[vs, 1]));
-        self.zero_counters()?;
-        let view = self.view();
+        // Under the staging lock from the counter reset to the readback, so
+        // concurrent lookups on one table (`&self`) do not mix their counts.
         self.staging.with(&self.stream, |st| {
+            self.zero_counters()?;
+            let view = self.view();
             st.run(
                 &self.stream,
                 Plan { n: keys.len(), chunk, results: true },
@@ -435,18 +437,19 @@ impl<K: Key, V: Value> CudaTable<K, V> {
                         *o = b != 0;
                     }
                 },
-            )
-        })?;
-        Ok(self.read_meta()?[3])
+            )?;
+            Ok(self.read_meta()?[3])
+        })
     }
 
     /// [`Backend::contains`](crate::backend::Backend::contains) of a large
     /// host batch through the staging pipeline.
     pub(super) fn contains_staged(&self, keys: &[K], found: &mut [bool]) -> Result<u64> {
         let chunk = chunk_keys(STAGING_BYTES, &[size_of::<K>()]);
-        self.zero_counters()?;
-        let view = self.view();
+        // Under the staging lock, as in `find_staged`.
         self.staging.with(&self.stream, |st| {
+            self.zero_counters()?;
+            let view = self.view();
             st.run(
                 &self.stream,
                 Plan { n: keys.len(), chunk, results: true },
@@ -465,9 +468,9 @@ impl<K: Key, V: Value> CudaTable<K, V> {
                         *o = b != 0;
                     }
                 },
-            )
-        })?;
-        Ok(self.read_meta()?[3])
+            )?;
+            Ok(self.read_meta()?[3])
+        })
     }
 
     /// [`Backend::erase`](crate::backend::Backend::erase) of a large host
