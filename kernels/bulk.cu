@@ -44,9 +44,11 @@ __device__ __forceinline__ u64 thread_index() { return blockIdx.x * (u64)blockDi
 __device__ __forceinline__ u64 grid_stride() { return (u64)gridDim.x * blockDim.x; }
 
 // Inserts keys[i] -> values[i]. Positions that find no slot are appended to
-// `failed` (up to `failed_cap`; counters[2] holds the true count).
+// `failed` as `base + i` (up to `failed_cap`; counters[2] holds the true
+// count), so launches over consecutive sub-ranges of one batch report
+// positions in the whole batch.
 extern "C" __global__ void gh_insert(View t, const K* keys, const V* values, u64 n, u32 mode, u32 op,
-                                     u32* failed, u64 failed_cap) {
+                                     u32* failed, u64 failed_cap, u64 base) {
     u64 ins = 0, ex = 0;
     for (u64 i = thread_index(); i < n; i += grid_stride()) {
         int r = t.template insert_as<GH_SCHEME>(keys[i], values[i], mode, op);
@@ -54,7 +56,7 @@ extern "C" __global__ void gh_insert(View t, const K* keys, const V* values, u64
         ex += r == gh::EXISTING;
         if (r == gh::FAILED) {
             u64 at = atomicAdd(&t.meta->counters[2], 1ull);
-            if (at < failed_cap) failed[at] = (u32)i;
+            if (at < failed_cap) failed[at] = (u32)(base + i);
         }
     }
     block_add(&t.meta->counters[0], ins);

@@ -35,6 +35,7 @@ pub mod backend;
 pub mod core;
 mod device;
 mod error;
+mod memory;
 mod table;
 
 /// The cudarc version gpuhash is built with, for device buffers and streams.
@@ -45,4 +46,5 @@ pub use crate::core::keys::{Key, Reduce, Value, ValueKind};
 pub use crate::core::scheme::Scheme;
 pub use device::Device;
 pub use error::{Error, NotStored, Result};
+pub use memory::Memory;
 pub use table::{Builder, HashTable, InsertReport, Stats};

@@ -7,7 +7,7 @@ use crate::core::keys::{Key, Reduce, Value};
 use crate::core::layout::Word;
 use crate::core::scheme::Scheme;
 use crate::error::NotStored;
-use crate::{Device, Error, Result};
+use crate::{Device, Error, Memory, Result};
 
 /// What a bulk insert did.
 ///
@@ -55,6 +55,7 @@ pub struct Builder {
     max_probe_buckets: Option<u64>,
     seed: u64,
     scheme: Scheme,
+    memory: Memory,
 }
 
 impl Default for Builder {
@@ -67,6 +68,7 @@ impl Default for Builder {
             max_probe_buckets: None,
             seed: DEFAULT_SEED,
             scheme: Scheme::Linear,
+            memory: Memory::Device,
         }
     }
 }
@@ -119,6 +121,15 @@ impl Builder {
         self.seed = seed;
         self
     }
+    /// Where the slots live (default [`Memory::Device`]). [`Memory::Unified`]
+    /// puts them in CUDA managed memory, readable by the host through
+    /// `CudaTable::host_find`; it needs a CUDA device (else
+    /// [`Error::Unsupported`]) and at most the GPU's free memory (else
+    /// [`Error::OutOfMemory`], checked before allocating).
+    pub fn memory(mut self, memory: Memory) -> Self {
+        self.memory = memory;
+        self
+    }
     /// Creates the table.
     pub fn build<K: Key, V: Value>(self) -> Result<HashTable<K, V>> {
         if !(self.max_load > 0.0 && self.max_load <= 1.0) {
@@ -130,7 +141,7 @@ impl Builder {
         }
         self.scheme.validate().map_err(Error::Unsupported)?;
         let slots = checked_slots::<K, V>(self.scheme, self.capacity)?;
-        let config = Config { slots, max_probe_buckets, seed: self.seed, scheme: self.scheme };
+        let config = Config { slots, max_probe_buckets, seed: self.seed, scheme: self.scheme, memory: self.memory };
         Ok(HashTable {
             backend: backend::create(self.device, config)?,
             max_load: self.max_load,

@@ -6,7 +6,7 @@
 
 use crate::core::keys::{Key, Reduce, Value};
 use crate::core::scheme::Scheme;
-use crate::{Device, Error, Result};
+use crate::{Device, Error, Memory, Result};
 
 pub mod cpu;
 #[cfg(feature = "cuda")]
@@ -45,6 +45,8 @@ pub struct Config {
     pub seed: u64,
     /// Where keys may be placed.
     pub scheme: Scheme,
+    /// Where the slots live (kept across rehashes).
+    pub memory: Memory,
 }
 
 /// The slot work of a table. Implemented once per device.
@@ -98,6 +100,9 @@ pub trait Backend<K: Key, V: Value>: Send + Sync + 'static {
 
 /// Creates the backend for `device`.
 pub(crate) fn create<K: Key, V: Value>(device: Device, config: Config) -> Result<Box<dyn Backend<K, V>>> {
+    if config.memory == Memory::Unified && !matches!(device, Device::Cuda(_)) {
+        return Err(Error::Unsupported(format!("Memory::Unified needs a CUDA device, not {device}")));
+    }
     match device {
         Device::Cpu => Ok(Box::new(cpu::CpuTable::<K, V>::new(config)?)),
         #[cfg(feature = "cuda")]

@@ -4,7 +4,7 @@
 //! and `full` (the whole grid, meant for a GPU host with many cores). Flags
 //! given on the command line replace single axes of the chosen preset.
 
-use super::grid::{Mix, Op};
+use super::grid::{Batch, Mix, Op};
 
 /// One grid preset.
 #[derive(Debug, Clone, Copy)]
@@ -16,6 +16,8 @@ pub(crate) struct Preset {
     pub loads: &'static [f64],
     /// Table sizes in slots.
     pub sizes: &'static [u64],
+    /// Keys per timed call.
+    pub batches: &'static [Batch],
     /// Timed repetitions (after the warm-up).
     pub reps: usize,
     /// Random cache-line reads per limit measurement.
@@ -33,12 +35,15 @@ pub(crate) const QUICK: Preset = Preset {
     value_bits: &[32],
     loads: &[0.5, 0.8, 0.95, 1.05],
     sizes: &[1 << 18],
+    batches: &[Batch::All],
     reps: 3,
     limit_reads: 1 << 22,
 };
 
 /// The whole grid: every op, key and value width, loads from 0.5 to 0.95
-/// plus two oversubscribed loads, and a table far larger than any cache.
+/// plus two oversubscribed loads, a table far larger than any cache, and
+/// besides whole-load calls a batch of 2^20 keys against the filled table
+/// (a 2^20-key call into 2^27 slots is the small-batch case of a GPU).
 pub(crate) const FULL: Preset = Preset {
     name: "full",
     ops: Op::ALL,
@@ -46,6 +51,7 @@ pub(crate) const FULL: Preset = Preset {
     value_bits: &[32, 64],
     loads: &[0.5, 0.6, 0.7, 0.8, 0.85, 0.9, 0.95, 1.05, 1.2],
     sizes: &[1 << 22, 1 << 26],
+    batches: &[Batch::All, Batch::Keys(1 << 20)],
     reps: 5,
     limit_reads: 1 << 26,
 };
@@ -99,14 +105,16 @@ pub(crate) fn help_text() -> String {
     let show = |p: &Preset| {
         let ops: Vec<&str> = p.ops.iter().map(|o| o.name()).collect();
         let sizes: Vec<String> = p.sizes.iter().map(|s| format!("2^{}", s.trailing_zeros())).collect();
+        let batches: Vec<String> = p.batches.iter().map(|b| b.label()).collect();
         format!(
-            "  {}: ops {}; keys {:?}; values {:?}; loads {:?}; sizes {}; reps {}",
+            "  {}: ops {}; keys {:?}; values {:?}; loads {:?}; sizes {}; batches {}; reps {}",
             p.name,
             ops.join(","),
             p.key_bits,
             p.value_bits,
             p.loads,
             sizes.join(","),
+            batches.join(","),
             p.reps
         )
     };

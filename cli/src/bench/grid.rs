@@ -82,6 +82,41 @@ impl Op {
     }
 }
 
+/// How many keys the timed call takes: the whole load into an empty (for
+/// inserts) or filled table, or a batch of that many against a table
+/// prefilled to the load.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(crate) enum Batch {
+    /// The whole load in one call (inserts start from an empty table).
+    All,
+    /// `n` keys in one call against a table holding the load's keys:
+    /// fresh keys for inserts, stored keys (or misses) for lookups and erases.
+    Keys(u64),
+}
+
+impl Batch {
+    /// Keys per timed call, or `None` for the whole load.
+    pub(crate) fn keys(self) -> Option<u64> {
+        match self {
+            Batch::All => None,
+            Batch::Keys(n) => Some(n),
+        }
+    }
+
+    /// `all`, or the count as `2^20`.
+    pub(crate) fn label(self) -> String {
+        match self {
+            Batch::All => "all".into(),
+            Batch::Keys(n) => super::report::pretty_count(n),
+        }
+    }
+
+    /// Whether `op` runs with this batch: `mixed` has its own rounds.
+    fn applies_to(self, op: Op) -> bool {
+        self == Batch::All || op != Op::Mixed
+    }
+}
+
 /// Split of the `mixed` workload in percent.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Mix {
@@ -124,6 +159,8 @@ pub(crate) struct Case {
     pub load: f64,
     /// Distinct keys: `load * slots`, rounded.
     pub distinct: u64,
+    /// Keys of the timed call (see [`Batch`]).
+    pub batch: Batch,
     pub multiplicity: u64,
     pub mix: Mix,
     pub round_ops: u64,
@@ -140,6 +177,7 @@ pub(crate) struct GridSpec {
     pub value_bits: Vec<u32>,
     pub loads: Vec<f64>,
     pub sizes: Vec<u64>,
+    pub batches: Vec<Batch>,
     pub reps: usize,
     pub warmup: usize,
     pub seed: u64,
@@ -162,7 +200,8 @@ fn slot_bytes_of(key_bits: u32, value_bits: u32) -> u64 {
 }
 
 impl GridSpec {
-    /// Every case, in the order they run: key width, value width, size, op, load.
+    /// Every case, in the order they run: key width, value width, size,
+    /// batch, op, load.
     pub(crate) fn cases(&self) -> Vec<Case> {
         let mut out = Vec::new();
         for &key_bits in &self.key_bits {
@@ -170,23 +209,26 @@ impl GridSpec {
                 let sb = slot_bytes_of(key_bits, value_bits);
                 for &size in &self.sizes {
                     let slots = round_slots(size, sb as usize).unwrap_or(size);
-                    for &op in &self.ops {
-                        for &load in &self.loads {
-                            if load > 1.0 && !op.allows_overfull() {
-                                continue;
+                    for &batch in &self.batches {
+                        for &op in self.ops.iter().filter(|&&op| batch.applies_to(op)) {
+                            for &load in &self.loads {
+                                if load > 1.0 && !op.allows_overfull() {
+                                    continue;
+                                }
+                                out.push(Case {
+                                    op,
+                                    key_bits,
+                                    value_bits,
+                                    slots,
+                                    table_bytes: slots * sb,
+                                    load,
+                                    distinct: (load * slots as f64).round() as u64,
+                                    batch,
+                                    multiplicity: self.multiplicity,
+                                    mix: self.mix,
+                                    round_ops: self.round_ops,
+                                });
                             }
-                            out.push(Case {
-                                op,
-                                key_bits,
-                                value_bits,
-                                slots,
-                                table_bytes: slots * sb,
-                                load,
-                                distinct: (load * slots as f64).round() as u64,
-                                multiplicity: self.multiplicity,
-                                mix: self.mix,
-                                round_ops: self.round_ops,
-                            });
                         }
                     }
                 }
@@ -305,11 +347,16 @@ pub(crate) fn prefilled_table<K: GenKey, V: Value>(
 }
 
 /// The result must be right for the timing to mean anything: the hits a
-/// lookup or erase reported against what the table holds.
+/// lookup or erase reported against what the table holds (`stored` of the
+/// case's prefill). A batch queries stored keys only when all were stored.
 pub(crate) fn check_hits(target: &str, case: &Case, hits: u64, stored: u64) -> Result<(), BenchError> {
-    let expected = match case.op {
-        Op::FindHit | Op::Contains | Op::Erase => Some(stored),
-        Op::FindMiss => Some(0),
+    let all_stored = stored == case.distinct;
+    let expected = match (case.op, case.batch) {
+        (Op::FindMiss, _) => Some(0),
+        (Op::FindHit | Op::Contains | Op::Erase, Batch::All) => Some(stored),
+        (Op::FindHit | Op::Contains, Batch::Keys(n)) if all_stored => Some(n),
+        // Erasing a key twice in one batch counts once.
+        (Op::Erase, Batch::Keys(n)) if all_stored => Some(n.min(stored)),
         _ => None,
     };
     match expected.filter(|&want| want != hits) {

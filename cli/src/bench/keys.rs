@@ -9,7 +9,7 @@
 use gpuhash::{Key, Value};
 use rayon::prelude::*;
 
-use super::grid::{Case, Op};
+use super::grid::{Batch, Case, Op};
 
 /// A key type the generator can produce.
 pub(crate) trait GenKey: Key {
@@ -47,6 +47,24 @@ pub(crate) fn mix64(mut z: u64) -> u64 {
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
     z ^ (z >> 31)
+}
+
+/// Distinct keys an `apply_sum` call inserts: the case's keys for the
+/// whole load, `batch / multiplicity` fresh ones (at least one) for a batch.
+pub(crate) fn apply_distinct(case: &Case) -> u64 {
+    match case.batch {
+        Batch::All => case.distinct,
+        Batch::Keys(b) => (b / case.multiplicity.max(1)).max(1),
+    }
+}
+
+/// Hit counters a case uses: its keys, plus the fresh keys a batch inserts.
+pub(crate) fn hit_counters(case: &Case) -> u64 {
+    match (case.batch, case.op) {
+        (Batch::Keys(b), Op::Insert | Op::InsertIfAbsent) => case.distinct + b,
+        (Batch::Keys(_), Op::ApplySum) => case.distinct + apply_distinct(case),
+        _ => case.distinct,
+    }
 }
 
 /// Largest number of distinct hit (or miss) keys of a key width.
@@ -131,6 +149,11 @@ impl<K: GenKey, V: Value> Workload<K, V> {
     /// Builds the inputs of `case` for the repetition with `seed`.
     pub(crate) fn build(case: &Case, seed: u64) -> Self {
         let g = KeyGen::new(seed);
+        if let Batch::Keys(b) = case.batch {
+            if case.op != Op::Mixed {
+                return Self::build_batch(case, &g, b);
+            }
+        }
         let n = case.distinct;
         let hits = |lo: u64, count: u64| KeyGen::fill(count, |i| g.hit::<K>(lo + i));
         let vals = |lo: u64, count: u64| KeyGen::fill(count, |i| V::from_bits(lo + i));
@@ -163,6 +186,40 @@ impl<K: GenKey, V: Value> Workload<K, V> {
                 w.values = vec![V::from_bits(1); (n * m) as usize];
             }
             Op::Mixed => w.build_mixed(case, &g),
+        }
+        w
+    }
+
+    /// A batch of `b` keys against a table prefilled with the case's `n`
+    /// keys: inserts bring fresh keys (`apply_sum`: `b / m` fresh keys,
+    /// each `m` times); hit lookups and erases take stored keys spread
+    /// evenly over the prefill (repeating when `b > n`), misses come from
+    /// the miss counters.
+    fn build_batch(case: &Case, g: &KeyGen, b: u64) -> Self {
+        let n = case.distinct;
+        let mut w = Workload::<K, V> {
+            prefill: KeyGen::fill(n, |i| g.hit(i)),
+            prefill_values: KeyGen::fill(n, V::from_bits),
+            ..Default::default()
+        };
+        let stored = move |i: u64| {
+            let c = if b <= n { (i as u128 * n as u128 / b as u128) as u64 } else { i % n.max(1) };
+            g.hit::<K>(c)
+        };
+        match case.op {
+            Op::Insert | Op::InsertIfAbsent => {
+                w.keys = KeyGen::fill(b, |i| g.hit(n + i));
+                w.values = KeyGen::fill(b, |i| V::from_bits(n + i));
+            }
+            Op::ApplySum => {
+                let fresh = apply_distinct(case);
+                w.keys = KeyGen::fill(b, |j| g.hit(n + j % fresh));
+                w.values = vec![V::from_bits(1); b as usize];
+            }
+            Op::FindHit | Op::Contains | Op::Erase => w.keys = KeyGen::fill(b, stored),
+            Op::FindMiss50 => w.keys = KeyGen::fill(b, |i| if g.coin(i) { stored(i) } else { g.miss(i) }),
+            Op::FindMiss => w.keys = KeyGen::fill(b, |i| g.miss(i)),
+            Op::Mixed => w.build_mixed(case, g),
         }
         w
     }
@@ -214,6 +271,59 @@ mod tests {
         // window of 2^20 consecutive counters must not collide.
         let keys: HashSet<u32> = (0..1u64 << 20).map(|i| u32::nth(12345, i)).collect();
         assert_eq!(keys.len(), 1 << 20);
+    }
+
+    fn case(op: Op, batch: Batch) -> Case {
+        Case {
+            op,
+            key_bits: 64,
+            value_bits: 32,
+            slots: 4096,
+            table_bytes: 4096 * 16,
+            load: 0.5,
+            distinct: 2048,
+            batch,
+            multiplicity: 4,
+            mix: crate::bench::defaults::MIX,
+            round_ops: 1 << 16,
+        }
+    }
+
+    #[test]
+    fn batches_take_fresh_or_stored_keys() {
+        let seed = rep_seed(3, 1);
+        for op in [Op::Insert, Op::InsertIfAbsent, Op::ApplySum, Op::FindHit, Op::FindMiss50, Op::FindMiss, Op::Contains, Op::Erase] {
+            for b in [100u64, 2048, 5000] {
+                let c = case(op, Batch::Keys(b));
+                let w = Workload::<u64, u32>::build(&c, seed);
+                assert_eq!(w.prefill.len(), 2048, "{op:?} {b}");
+                assert_eq!(w.keys.len() as u64, b, "{op:?} {b}");
+                assert_eq!(w.ops(), b);
+                let stored: HashSet<u64> = w.prefill.iter().copied().collect();
+                let hits = w.keys.iter().filter(|k| stored.contains(k)).count() as u64;
+                let distinct = w.keys.iter().collect::<HashSet<_>>().len() as u64;
+                match op {
+                    Op::Insert | Op::InsertIfAbsent => {
+                        assert_eq!((hits, distinct), (0, b), "{op:?} {b}: fresh distinct keys");
+                        assert_eq!(w.values.len() as u64, b);
+                    }
+                    Op::ApplySum => {
+                        assert_eq!(hits, 0, "{op:?} {b}");
+                        assert_eq!(distinct, apply_distinct(&c), "{op:?} {b}");
+                        assert_eq!(hit_counters(&c), 2048 + distinct);
+                    }
+                    Op::FindHit | Op::Contains | Op::Erase => {
+                        assert_eq!(hits, b, "{op:?} {b}: every key stored");
+                        assert_eq!(distinct, b.min(2048), "{op:?} {b}: spread, repeating only past the prefill");
+                    }
+                    Op::FindMiss => assert_eq!(hits, 0),
+                    _ => assert!(hits > b / 4 && hits < b * 3 / 4, "{op:?} {b}: {hits} hits"),
+                }
+            }
+        }
+        // The whole load keeps today's workloads.
+        let w = Workload::<u64, u32>::build(&case(Op::Insert, Batch::All), seed);
+        assert!(w.prefill.is_empty() && w.keys.len() == 2048);
     }
 
     #[test]

@@ -22,7 +22,7 @@ use gpuhash::Device;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use defaults::Preset;
-use grid::{GridSpec, Mix, Op};
+use grid::{Batch, GridSpec, Mix, Op};
 
 /// A comma-separated flag value, parsed item by item.
 #[derive(Clone, Debug, PartialEq)]
@@ -68,32 +68,51 @@ fn parse_loads(s: &str) -> Result<List<f64>, String> {
     })
 }
 
-/// A slot count: `1048576`, `2^20`, `1M` / `1Mi` (binary: K = 2^10,
-/// M = 2^20, G = 2^30).
-fn parse_size(p: &str) -> Result<u64, String> {
-    let bad = || format!("size '{p}' is not a slot count like 1048576, 2^20 or 1M");
-    let value = if let Some((base, exp)) = p.split_once('^') {
-        let (base, exp) = (base.parse::<u64>().map_err(|_| bad())?, exp.parse::<u32>().map_err(|_| bad())?);
-        base.checked_pow(exp)
-    } else {
-        let digits = p.trim_end_matches(|c: char| c.is_ascii_alphabetic());
-        let mult = match &p[digits.len()..] {
-            "" => 1u64,
-            "K" | "Ki" | "k" => 1 << 10,
-            "M" | "Mi" => 1 << 20,
-            "G" | "Gi" => 1 << 30,
-            _ => return Err(bad()),
-        };
-        digits.parse::<u64>().map_err(|_| bad())?.checked_mul(mult)
+/// A count: `1048576`, `2^20`, `1M` / `1Mi` (binary: K = 2^10, M = 2^20,
+/// G = 2^30); `None` if malformed or beyond 64 bits.
+fn parse_count(p: &str) -> Option<u64> {
+    if let Some((base, exp)) = p.split_once('^') {
+        return base.parse::<u64>().ok()?.checked_pow(exp.parse::<u32>().ok()?);
+    }
+    let digits = p.trim_end_matches(|c: char| c.is_ascii_alphabetic());
+    let mult = match &p[digits.len()..] {
+        "" => 1u64,
+        "K" | "Ki" | "k" => 1 << 10,
+        "M" | "Mi" => 1 << 20,
+        "G" | "Gi" => 1 << 30,
+        _ => return None,
     };
-    match value {
+    digits.parse::<u64>().ok()?.checked_mul(mult)
+}
+
+/// A slot count in the forms of [`parse_count`], within the accepted sizes.
+fn parse_size(p: &str) -> Result<u64, String> {
+    match parse_count(p) {
         Some(v) if (defaults::MIN_SLOTS..=defaults::MAX_SLOTS).contains(&v) => Ok(v),
-        _ => Err(format!("size '{p}' must be between {} and 2^{} slots", defaults::MIN_SLOTS, defaults::MAX_SLOTS.trailing_zeros())),
+        Some(_) => Err(format!("size '{p}' must be between {} and 2^{} slots", defaults::MIN_SLOTS, defaults::MAX_SLOTS.trailing_zeros())),
+        None => Err(format!("size '{p}' is not a slot count like 1048576, 2^20 or 1M")),
     }
 }
 
 fn parse_sizes(s: &str) -> Result<List<u64>, String> {
     list(s, parse_size)
+}
+
+/// Keys per timed call: `all` (the whole load) or a count in the forms of
+/// a size (`1048576`, `2^20`, `1M`), from 1 key up.
+fn parse_batches(s: &str) -> Result<List<Batch>, String> {
+    list(s, |p| {
+        if p == "all" {
+            return Ok(Batch::All);
+        }
+        match parse_count(p) {
+            Some(n @ 1..=defaults::MAX_SLOTS) => Ok(Batch::Keys(n)),
+            _ => Err(format!(
+                "batch '{p}' is not all or a key count from 1 to 2^{} like 1048576, 2^20 or 1M",
+                defaults::MAX_SLOTS.trailing_zeros()
+            )),
+        }
+    })
 }
 
 /// `all`, or scheme names as `gpuhash::Scheme` parses them (kept as their
@@ -138,6 +157,12 @@ pub(crate) struct BenchArgs {
     /// Table sizes in slots, e.g. 2^20,16M,1048576 (K, M, G are binary)
     #[arg(long, value_parser = parse_sizes)]
     sizes: Option<List<u64>>,
+    /// Keys per timed call, e.g. all,2^20: all = the whole load in one call
+    /// (inserts into an empty table); N = one call of N keys against a table
+    /// prefilled to the load (fresh keys for inserts, stored keys or misses
+    /// for lookups and erases; mixed runs only with all)
+    #[arg(long = "batch", value_parser = parse_batches, value_name = "N")]
+    batches: Option<List<Batch>>,
     /// Table schemes, comma-separated, or all
     #[arg(long, value_parser = parse_schemes)]
     scheme: Option<List<String>>,
@@ -227,6 +252,7 @@ fn resolve(args: &BenchArgs, device: Device) -> Result<Settings, BenchError> {
         value_bits: pick(&args.values, p.value_bits),
         loads: args.loads.as_ref().map_or(p.loads.to_vec(), |l| l.0.clone()),
         sizes: args.sizes.as_ref().map_or(p.sizes.to_vec(), |l| l.0.clone()),
+        batches: args.batches.as_ref().map_or(p.batches.to_vec(), |l| l.0.clone()),
         reps: args.reps.map_or(p.reps, |r| r as usize),
         warmup: defaults::WARMUP_REPS,
         seed: args.seed.unwrap_or(defaults::SEED),
@@ -235,15 +261,10 @@ fn resolve(args: &BenchArgs, device: Device) -> Result<Settings, BenchError> {
         round_ops: defaults::MIX_ROUND_OPS,
     };
     // The key generator has 2^(bits-1) hit keys; more distinct keys would repeat.
-    let max_distinct = |g: &GridSpec| {
-        let load = g.loads.iter().copied().fold(0.0, f64::max);
-        let size = g.sizes.iter().copied().max().unwrap_or(0);
-        (load * size as f64).ceil() as u64
-    };
-    if grid.key_bits.contains(&32) && max_distinct(&grid) > keys::domain_half(32) {
+    let max_distinct = grid.cases().iter().map(keys::hit_counters).max().unwrap_or(0);
+    if grid.key_bits.contains(&32) && max_distinct > keys::domain_half(32) {
         return Err(BenchError::Usage(format!(
-            "u32 keys allow at most 2^31 distinct keys, but the largest load x size asks for {}",
-            max_distinct(&grid)
+            "u32 keys allow at most 2^31 distinct keys, but the largest load x size (plus batch) asks for {max_distinct}"
         )));
     }
     if grid.cases().is_empty() {
@@ -288,6 +309,7 @@ fn settings_lines(s: &Settings) -> Vec<(String, String)> {
         ("value_bits".into(), join(g.value_bits.iter().map(|b| b.to_string()).collect())),
         ("loads".into(), join(g.loads.iter().map(|l| l.to_string()).collect())),
         ("sizes".into(), join(g.sizes.iter().map(|&n| report::pretty_count(n)).collect())),
+        ("batches".into(), join(g.batches.iter().map(|b| b.label()).collect())),
         ("reps".into(), format!("{} (+{} warm-up)", g.reps, g.warmup)),
         ("seed".into(), format!("{:#x}", g.seed)),
         ("multiplicity".into(), g.multiplicity.to_string()),
@@ -414,5 +436,36 @@ mod tests {
         assert_eq!(Mix::parse("20:10:70"), Ok(defaults::MIX));
         assert!(Mix::parse("20:10:60").is_err());
         assert_eq!(parse_seed("0x10"), Ok(16));
+    }
+
+    /// `bench`'s arguments, parsed as the command line would be.
+    fn bench_args(argv: &[&str]) -> BenchArgs {
+        #[derive(clap::Parser)]
+        struct Cli {
+            #[command(flatten)]
+            args: BenchArgs,
+        }
+        <Cli as clap::Parser>::try_parse_from(argv).unwrap().args
+    }
+
+    #[test]
+    fn batches_parse_and_skip_mixed() {
+        assert_eq!(parse_batches("all,2^20,1000"), Ok(List(vec![Batch::All, Batch::Keys(1 << 20), Batch::Keys(1000)])));
+        assert_eq!(parse_batches("1"), Ok(List(vec![Batch::Keys(1)])));
+        assert!(parse_batches("0").is_err());
+        assert!(parse_batches("some").is_err());
+        assert_eq!(parse_batches("2^2"), Ok(List(vec![Batch::Keys(4)])));
+        let args = bench_args(&["bench", "--batch", "all,2^10", "--ops", "insert,mixed"]);
+        let s = resolve(&args, Device::Cpu).unwrap();
+        let cases = s.grid.cases();
+        let batched: Vec<Op> = cases.iter().filter(|c| c.batch == Batch::Keys(1 << 10)).map(|c| c.op).collect();
+        assert!(!batched.is_empty() && batched.iter().all(|&op| op == Op::Insert));
+        assert!(cases.iter().any(|c| c.batch == Batch::All && c.op == Op::Mixed));
+        assert_eq!(s.grid.batches, vec![Batch::All, Batch::Keys(1 << 10)]);
+        // The default is the whole load; the full preset adds 2^20.
+        let quick = resolve(&bench_args(&["bench"]), Device::Cpu).unwrap();
+        assert_eq!(quick.grid.batches, vec![Batch::All]);
+        let full = resolve(&bench_args(&["bench", "--full"]), Device::Cpu).unwrap();
+        assert!(full.grid.batches.contains(&Batch::Keys(1 << 20)));
     }
 }

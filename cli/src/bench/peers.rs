@@ -10,7 +10,7 @@ use gpuhash::{Reduce, Value};
 use rayon::prelude::*;
 
 use super::grid::{Case, Op, Sample, Target};
-use super::keys::{GenKey, Workload};
+use super::keys::{apply_distinct, GenKey, Workload};
 use super::BenchError;
 
 /// Scheme labels of the peers, in the order they run.
@@ -34,7 +34,7 @@ pub(crate) fn all<K: GenKey, V: Value>() -> Vec<Box<dyn Target<K, V>>> {
 /// that, like the gpuhash table, it never grows inside the timed region.
 fn capacity_for<K, V>(case: &Case, w: &Workload<K, V>) -> usize {
     match case.op {
-        Op::Insert | Op::InsertIfAbsent | Op::ApplySum => case.distinct as usize,
+        Op::ApplySum => w.prefill.len() + apply_distinct(case) as usize,
         _ => w.prefill.len() + w.keys.len(),
     }
 }

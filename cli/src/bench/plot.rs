@@ -32,11 +32,12 @@ fn ceilings(limits: &[&Row], devices: &[&str], table_bytes: &[u64]) -> Vec<(Stri
         .collect()
 }
 
-/// Groups the rows of one plot into lines. Value width and size join the
-/// label only when they vary, to keep legends short.
+/// Groups the rows of one plot into lines. Value width, size and batch join
+/// the label only when they vary, to keep legends short.
 fn series_of(rows: &[&Row]) -> Vec<Series> {
     let many = |f: &dyn Fn(&Row) -> u64| rows.iter().map(|r| f(r)).collect::<std::collections::BTreeSet<_>>().len() > 1;
     let (many_values, many_sizes) = (many(&|r| r.value_bits as u64), many(&|r| r.slots));
+    let many_batches = many(&|r| r.batch.unwrap_or(0));
     let mut lines: BTreeMap<String, Vec<(f64, f64)>> = BTreeMap::new();
     for r in rows {
         let (Some(load), Some(gops)) = (r.load, r.gops) else { continue };
@@ -46,6 +47,9 @@ fn series_of(rows: &[&Row]) -> Vec<Series> {
         }
         if many_sizes {
             label += &format!(" {} slots", pretty_count(r.slots));
+        }
+        if many_batches {
+            label += &r.batch.map_or_else(|| " whole load".to_string(), |b| format!(" batch {}", pretty_count(b)));
         }
         lines.entry(label).or_default().push((load, gops));
     }

@@ -37,6 +37,9 @@ pub(crate) struct Row {
     pub slots: u64,
     /// Bytes of the gpuhash table, or of the limit's buffer.
     pub table_bytes: u64,
+    /// Keys per timed call against a prefilled table; `None` for the whole
+    /// load in one call (and for limits).
+    pub batch: Option<u64>,
 }
 
 /// What a limit row measured.
@@ -109,6 +112,7 @@ impl Row {
             gbytes_s: probes.map(|p| giga_per_s(n as f64 * p * defaults::BUCKET_BYTES, median_ms)),
             slots: case.slots,
             table_bytes: case.table_bytes,
+            batch: case.batch.keys(),
         }
     }
 
@@ -134,6 +138,7 @@ impl Row {
             gbytes_s: spec.bytes_moved.map(|b| giga_per_s(b, median_ms)),
             slots: 0,
             table_bytes: spec.buffer_bytes,
+            batch: None,
         }
     }
 
@@ -160,7 +165,7 @@ pub(crate) fn attach_limits(rows: &mut [Row], limits: &[Row]) {
 }
 
 pub(crate) const CSV_HEADER: &str = "device,scheme,op,key_bits,value_bits,load,n,reps,median_ms,min_ms,max_ms,gops,\
-                                     pct_of_limit,rejected,probes,gbytes_s,slots,table_bytes";
+                                     pct_of_limit,rejected,probes,gbytes_s,slots,table_bytes,batch";
 
 fn opt<T>(v: Option<T>, f: impl Fn(T) -> String) -> String {
     v.map(f).unwrap_or_default()
@@ -187,6 +192,7 @@ fn csv_line(r: &Row) -> String {
         opt(r.gbytes_s, |g| format!("{g:.4}")),
         r.slots.to_string(),
         r.table_bytes.to_string(),
+        opt(r.batch, |b| b.to_string()),
     ]
     .join(",")
 }
@@ -278,6 +284,7 @@ pub(crate) fn terminal_table(rows: &[Row]) -> String {
                 format!("u{}", r.key_bits),
                 format!("u{}", r.value_bits),
                 opt(r.load, |l| format!("{l:.2}")),
+                r.batch.map_or_else(|| "all".to_string(), pretty_count),
                 pretty_count(r.slots),
                 r.n.to_string(),
                 format!("{:.3}", r.median_ms),
@@ -291,7 +298,7 @@ pub(crate) fn terminal_table(rows: &[Row]) -> String {
         .collect();
     out.push_str(&aligned(
         &[
-            "device", "scheme", "op", "key", "value", "load", "slots", "n", "median_ms", "gops", "%limit",
+            "device", "scheme", "op", "key", "value", "load", "batch", "slots", "n", "median_ms", "gops", "%limit",
             "rejected", "probes", "GB/s",
         ],
         &results,

@@ -8,12 +8,17 @@
 pub mod kernels;
 pub mod limits;
 mod region;
+mod staging;
+mod stream_ops;
+mod unified;
+
+pub use stream_ops::{PendingCount, PendingInsert};
 
 use std::marker::PhantomData;
 use std::sync::Arc;
 
 use cudarc::driver::{
-    result as cu, CudaContext, CudaSlice, CudaStream, CudaView, CudaViewMut, DevicePtr, DevicePtrMut, DeviceRepr,
+    result as cu, CudaContext, CudaSlice, CudaStream, CudaView, CudaViewMut, DevicePtr, DeviceRepr,
     DriverError, LaunchConfig, PushKernelArg,
 };
 
@@ -22,9 +27,10 @@ use crate::core::keys::{Key, Reduce, Value};
 use crate::core::layout::Word;
 use crate::core::probe::ProbeParams;
 use crate::core::scheme::Scheme;
-use crate::{Device, Error, Result};
+use crate::{Device, Error, Memory, Result};
 
 use kernels::Kernels;
+use unified::Slots;
 
 /// Threads per block of the bulk kernels.
 const BLOCK: u32 = 256;
@@ -124,7 +130,7 @@ pub struct CudaTable<K: Key, V: Value> {
     ctx: Arc<CudaContext>,
     stream: Arc<CudaStream>,
     kernels: Arc<Kernels>,
-    slots: CudaSlice<u8>,
+    slots: Slots,
     meta: CudaSlice<u64>,
     /// The scheme's state words (at least one word, so the view's pointer is valid).
     aux: CudaSlice<u64>,
@@ -138,6 +144,8 @@ pub struct CudaTable<K: Key, V: Value> {
     sms: u64,
     /// Buffers of the region build, kept between large inserts.
     region_scratch: region::RegionScratch,
+    /// Pinned buffers and streams for host slices (see `staging`).
+    staging: staging::LazyStaging,
     _types: PhantomData<(K, V)>,
 }
 
@@ -159,7 +167,7 @@ impl<K: Key, V: Value> CudaTable<K, V> {
         let meta = stream.alloc_zeros::<u64>(META_WORDS).map_err(e)?;
         // Safety: written by the insert kernel before it is read.
         let failed = unsafe { stream.alloc::<u32>(FAILED_CAP) }.map_err(e)?;
-        let slots = Self::alloc_slots(&ctx, &stream, config.slots)?;
+        let slots = Self::alloc_slots(&ctx, &stream, config.slots, config.memory)?;
         let spb = K::Word::<V>::slots_per_bucket() as u64;
         let buckets = config.slots / spb;
         let aux = stream.alloc_zeros::<u64>(config.scheme.aux_words(buckets).max(1) as usize).map_err(e)?;
@@ -178,26 +186,14 @@ impl<K: Key, V: Value> CudaTable<K, V> {
             specials: 0,
             sms,
             region_scratch: region::RegionScratch::default(),
+            staging: Default::default(),
             _types: PhantomData,
         })
     }
 
-    /// Allocates `n` EMPTY slots (all bits set).
-    fn alloc_slots(ctx: &Arc<CudaContext>, stream: &Arc<CudaStream>, n: u64) -> Result<CudaSlice<u8>> {
-        let bytes = n * K::Word::<V>::BYTES as u64;
-        let (free, _) = ctx.mem_get_info().map_err(|e| driver_error(ctx.ordinal(), e))?;
-        if bytes > free as u64 {
-            return Err(Error::OutOfMemory { bytes, device: Device::Cuda(ctx.ordinal()).to_string() });
-        }
-        // Safety: every byte is set just below before any kernel reads it.
-        let mut s = unsafe { stream.alloc::<u8>(bytes as usize) }.map_err(|e| driver_error(ctx.ordinal(), e))?;
-        {
-            let (ptr, _g) = s.device_ptr_mut(stream);
-            // Safety: `ptr` addresses `bytes` bytes owned by `s`, on this stream.
-            unsafe { cu::memset_d8_async(ptr, 0xff, bytes as usize, stream.cu_stream()) }
-                .map_err(|e| driver_error(ctx.ordinal(), e))?;
-        }
-        Ok(s)
+    /// Allocates `n` EMPTY slots (all bits set) in `memory`.
+    fn alloc_slots(ctx: &Arc<CudaContext>, stream: &Arc<CudaStream>, n: u64, memory: Memory) -> Result<Slots> {
+        Slots::alloc(ctx, stream, n * K::Word::<V>::BYTES as u64, memory)
     }
 
     /// The stream every operation of this table runs on.
@@ -207,8 +203,10 @@ impl<K: Key, V: Value> CudaTable<K, V> {
 
     /// The copyable view for users' kernels. It stays valid until the next
     /// operation that rehashes (growth, `reserve`, `rehash`, `clear` keeps it).
+    /// With [`Memory::Unified`] it also prefetches the slots back to the GPU
+    /// (on the table stream) if a host lookup moved them to the host.
     pub fn view(&self) -> DeviceView {
-        let (slots, _g1) = self.slots.device_ptr(&self.stream);
+        let slots = self.slots.device_ptr(&self.stream);
         let (meta, _g2) = self.meta.device_ptr(&self.stream);
         let (aux, _g3) = self.aux.device_ptr(&self.stream);
         DeviceView {
@@ -280,8 +278,9 @@ impl<K: Key, V: Value> CudaTable<K, V> {
         let (m, op) = mode_codes(mode);
         let view = self.view();
         let cap = FAILED_CAP as u64;
+        let base = 0u64;
         let mut b = self.stream.launch_builder(&self.kernels.insert);
-        b.arg(&view).arg(keys).arg(values).arg(&n).arg(&m).arg(&op).arg(&mut self.failed).arg(&cap);
+        b.arg(&view).arg(keys).arg(values).arg(&n).arg(&m).arg(&op).arg(&mut self.failed).arg(&cap).arg(&base);
         // Safety: the arguments match gh_insert's signature; every pointer is
         // a live allocation of the stated length.
         unsafe { b.launch(grid(n, self.sms)) }.map_err(|e| self.err(e))?;
@@ -297,11 +296,27 @@ impl<K: Key, V: Value> CudaTable<K, V> {
             self.collect_absent(keys, nfailed)?
         };
         failed.sort_unstable();
-        // `inserted` counts new out-of-band keys too; they occupy no slot.
-        let specials = Self::count_specials(&meta);
-        self.live += inserted - (specials - self.specials);
-        self.specials = specials;
+        self.account_insert(&meta);
         Ok(RawInsert { inserted, existing, failed })
+    }
+
+    /// Adds an insert's counters (`meta`) to the host-side counts.
+    /// Saturating: counts are stale after your own kernels or async calls
+    /// until `resync`, and must not panic then.
+    fn account_insert(&mut self, meta: &[u64; META_WORDS]) {
+        // `inserted` counts new out-of-band keys too; they occupy no slot.
+        let specials = Self::count_specials(meta);
+        self.live += meta[0].saturating_sub(specials.saturating_sub(self.specials));
+        self.specials = specials;
+    }
+
+    /// Takes an erase's counters (`meta`) off the host-side counts.
+    fn account_erase(&mut self, meta: &[u64; META_WORDS]) {
+        let specials = Self::count_specials(meta);
+        let slot_removed = meta[3].saturating_sub(self.specials.saturating_sub(specials));
+        self.specials = specials;
+        self.live = self.live.saturating_sub(slot_removed);
+        self.tombstones += slot_removed;
     }
 
     /// `keys[positions]`, gathered on the device (positions are few; the batch may be huge).
@@ -391,13 +406,8 @@ impl<K: Key, V: Value> CudaTable<K, V> {
         // Safety: arguments match gh_erase.
         unsafe { b.launch(grid(n, self.sms)) }.map_err(|e| self.err(e))?;
         let meta = self.read_meta()?;
-        let removed = meta[3];
-        let specials = Self::count_specials(&meta);
-        let slot_removed = removed - (self.specials - specials);
-        self.specials = specials;
-        self.live -= slot_removed;
-        self.tombstones += slot_removed;
-        Ok(removed)
+        self.account_erase(&meta);
+        Ok(meta[3])
     }
 
     /// Zeroes the counters of the metadata block (on the stream).
@@ -469,6 +479,9 @@ impl<K: Key, V: Value> Backend<K, V> for CudaTable<K, V> {
         if keys.is_empty() {
             return Ok(RawInsert::default());
         }
+        if staging::staged(keys.len()) {
+            return self.insert_staged(keys, values, mode);
+        }
         let k = self.upload(keys)?;
         let v = self.upload(values)?;
         self.insert_raw(&k.as_view(), &v.as_view(), mode)
@@ -477,6 +490,9 @@ impl<K: Key, V: Value> Backend<K, V> for CudaTable<K, V> {
     fn find(&self, keys: &[K], values: &mut [V], found: &mut [bool]) -> Result<u64> {
         if keys.is_empty() {
             return Ok(0);
+        }
+        if staging::staged(keys.len()) {
+            return self.find_staged(keys, values, found);
         }
         let k = self.upload(keys)?;
         // Safety: fully written by gh_find.
@@ -497,6 +513,9 @@ impl<K: Key, V: Value> Backend<K, V> for CudaTable<K, V> {
         if keys.is_empty() {
             return Ok(0);
         }
+        if staging::staged(keys.len()) {
+            return self.contains_staged(keys, found);
+        }
         let k = self.upload(keys)?;
         // Safety: fully written by gh_contains.
         let mut f = unsafe { self.stream.alloc::<u8>(keys.len()) }.map_err(|e| self.err(e))?;
@@ -514,18 +533,19 @@ impl<K: Key, V: Value> Backend<K, V> for CudaTable<K, V> {
         if keys.is_empty() {
             return Ok(0);
         }
+        if staging::staged(keys.len()) {
+            return self.erase_staged(keys);
+        }
         let k = self.upload(keys)?;
         self.erase_device(&k.as_view())
     }
 
     fn clear(&mut self) -> Result<()> {
-        let bytes = self.slots.len();
-        {
-            let (ptr, _g) = self.slots.device_ptr_mut(&self.stream);
-            // Safety: the whole slot allocation, on this stream.
-            unsafe { cu::memset_d8_async(ptr, 0xff, bytes, self.stream.cu_stream()) }
-                .map_err(|e| driver_error(self.ctx.ordinal(), e))?;
-        }
+        let bytes = self.slots.bytes();
+        let ptr = self.slots.device_ptr(&self.stream);
+        // Safety: the whole slot allocation, on this stream.
+        unsafe { cu::memset_d8_async(ptr, 0xff, bytes, self.stream.cu_stream()) }
+            .map_err(|e| driver_error(self.ctx.ordinal(), e))?;
         self.stream.memset_zeros(&mut self.meta).map_err(|e| self.err(e))?;
         self.stream.memset_zeros(&mut self.aux).map_err(|e| self.err(e))?;
         self.stream.synchronize().map_err(|e| self.err(e))?;
@@ -536,7 +556,7 @@ impl<K: Key, V: Value> Backend<K, V> for CudaTable<K, V> {
     }
 
     fn rehash(&mut self, slots: u64) -> Result<()> {
-        let new_slots = Self::alloc_slots(&self.ctx, &self.stream, slots)?;
+        let new_slots = Self::alloc_slots(&self.ctx, &self.stream, slots, self.config.memory)?;
         let spb = K::Word::<V>::slots_per_bucket() as u64;
         let buckets = slots / spb;
         let aux_words = self.config.scheme.aux_words(buckets).max(1) as usize;
@@ -546,9 +566,8 @@ impl<K: Key, V: Value> Backend<K, V> for CudaTable<K, V> {
         let probe = ProbeParams { buckets, seed: self.config.seed, limit: self.config.max_probe_buckets.clamp(1, buckets) };
         let from = self.view();
         let to = {
-            let (ptr, _g) = new_slots.device_ptr(&self.stream);
             let (aux, _g2) = new_aux.device_ptr(&self.stream);
-            DeviceView { slots: ptr, buckets, seed: probe.seed, limit: probe.limit, aux, ..from }
+            DeviceView { slots: new_slots.device_ptr(&self.stream), buckets, seed: probe.seed, limit: probe.limit, aux, ..from }
         };
         let old_slots = self.config.slots;
         let mut b = self.stream.launch_builder(&self.kernels.rehash);

@@ -1,0 +1,334 @@
+//! Bulk calls enqueued on a stream of yours, without waiting on the host.
+//!
+//! Each call is ordered with the table's own stream by events both ways:
+//! your stream first waits for the work already queued on the table, then
+//! the table's stream waits for your stream (as of the end of the call)
+//! before anything else it runs. So the calls on one table still happen one
+//! after the other, in the order they were made, whichever streams they
+//! use; what runs concurrently with them is the host and other work.
+//!
+//! Counters: the metadata block's counters are shared by every call, so an
+//! insert or erase copies them on your stream, right after its kernel, into
+//! a small buffer of its own, read by [`PendingInsert::wait`] or
+//! [`PendingCount::wait`]. Nothing else on the table can run in between.
+
+use std::sync::Arc;
+
+use cudarc::driver::{
+    result as cu, CudaEvent, CudaSlice, CudaStream, CudaView, CudaViewMut, DevicePtr, DevicePtrMut, DriverError,
+    PushKernelArg,
+};
+
+use super::kernels::Kernels;
+use super::{driver_error, grid, mode_codes, CudaTable, DeviceView};
+use crate::backend::InsertMode;
+use crate::core::keys::{Key, Value};
+use crate::{Error, InsertReport, NotStored, Result};
+
+/// Bytes of the metadata counters an async call resets (`counters[0..4]`).
+const COUNTER_BYTES: usize = 32;
+
+/// An insert enqueued by [`CudaTable::insert_device_async`]. [`wait`](Self::wait)
+/// for its report; dropping it instead loses only the report (the insert
+/// itself still happens). It borrows the keys, which it reads again to
+/// report the keys a full table did not store.
+#[must_use = "the report (and the keys a full table did not store) is only known after wait()"]
+pub struct PendingInsert<'k, K: Key> {
+    inner: Option<InsertScratch<'k, K>>,
+}
+
+struct InsertScratch<'k, K: Key> {
+    keys: CudaView<'k, K>,
+    /// inserted, existing, failed
+    counters: CudaSlice<u64>,
+    /// Positions that found no slot: room for every key, so they are exact.
+    failed: CudaSlice<u32>,
+    done: CudaEvent,
+    stream: Arc<CudaStream>,
+    kernels: Arc<Kernels>,
+    sms: u64,
+}
+
+/// A count enqueued by [`CudaTable::erase_device_async`]; [`wait`](Self::wait) for it.
+#[must_use = "the count is only known after wait()"]
+pub struct PendingCount {
+    inner: Option<(CudaSlice<u64>, CudaEvent, Arc<CudaStream>)>,
+}
+
+/// Reads a small device buffer back after `done` (synchronous copy).
+fn read_back<T: cudarc::driver::DeviceRepr + Default + Clone>(
+    stream: &Arc<CudaStream>,
+    done: &CudaEvent,
+    src: &CudaSlice<T>,
+    len: usize,
+) -> Result<Vec<T>, DriverError> {
+    done.synchronize()?;
+    stream.context().bind_to_thread()?;
+    let mut out = vec![T::default(); len.min(src.len())];
+    if out.is_empty() {
+        return Ok(out);
+    }
+    let (ptr, _record) = src.device_ptr(stream);
+    // Safety: `ptr` holds at least `out.len()` elements, written by work that
+    // `done` (just waited for) follows.
+    unsafe { cu::memcpy_dtoh_sync(&mut out, ptr) }?;
+    Ok(out)
+}
+
+impl<K: Key> PendingInsert<'_, K> {
+    /// Waits for the insert and returns what it did, or
+    /// [`Error::TableFull`] with the exact positions (ascending) and keys
+    /// that found no slot, as [`CudaTable::insert_device`] does. When some
+    /// did not fit, this also waits for the work queued on the stream after
+    /// the insert (the keys are gathered there).
+    pub fn wait(self) -> Result<InsertReport> {
+        let Some(p) = self.inner else { return Ok(InsertReport::default()) };
+        let ordinal = p.stream.context().ordinal();
+        let e = |e| driver_error(ordinal, e);
+        let c = read_back(&p.stream, &p.done, &p.counters, 3).map_err(e)?;
+        let report = InsertReport { inserted: c[0], existing: c[1] };
+        if c[2] == 0 {
+            return Ok(report);
+        }
+        let mut positions = read_back(&p.stream, &p.done, &p.failed, c[2] as usize).map_err(e)?;
+        positions.sort_unstable();
+        let keys = gather(&p, &positions).map_err(e)?;
+        Err(Error::TableFull(Box::new(NotStored {
+            report,
+            positions: positions.into_iter().map(|i| i as usize).collect(),
+            keys: keys.into_iter().map(Key::to_u64).collect(),
+        })))
+    }
+}
+
+/// `keys[positions]`, gathered on the call's stream.
+fn gather<K: Key>(p: &InsertScratch<'_, K>, positions: &[u32]) -> Result<Vec<K>, DriverError> {
+    let s = &p.stream;
+    let pos = s.clone_htod(positions)?;
+    let n = positions.len() as u64;
+    // Safety: fully written by gh_gather_keys.
+    let mut out = unsafe { s.alloc::<K>(positions.len()) }?;
+    let mut b = s.launch_builder(&p.kernels.gather_keys);
+    b.arg(&p.keys).arg(&pos).arg(&n).arg(&mut out);
+    // Safety: arguments match gh_gather_keys; every position is below keys.len().
+    unsafe { b.launch(grid(n, p.sms)) }?;
+    let host = s.clone_dtoh(&out)?;
+    s.synchronize()?;
+    Ok(host)
+}
+
+impl PendingCount {
+    /// Waits for the call and returns its count.
+    pub fn wait(self) -> Result<u64> {
+        let Some((counter, done, stream)) = self.inner else { return Ok(0) };
+        let ordinal = stream.context().ordinal();
+        let c = read_back(&stream, &done, &counter, 1).map_err(|e| driver_error(ordinal, e))?;
+        Ok(c[0])
+    }
+}
+
+impl<K: Key, V: Value> CudaTable<K, V> {
+    fn check_stream(&self, stream: &Arc<CudaStream>) -> Result<()> {
+        if stream.context() != &self.ctx {
+            return Err(Error::Unsupported(format!(
+                "a stream of cuda:{} used with a table on cuda:{}",
+                stream.context().ordinal(),
+                self.ctx.ordinal()
+            )));
+        }
+        Ok(())
+    }
+
+    /// Starts an async call on `stream`: the table's view, after `stream`
+    /// was made to wait for the work queued on the table's stream.
+    fn enter(&self, stream: &Arc<CudaStream>) -> Result<DeviceView, DriverError> {
+        // view() may enqueue a prefetch of managed slots on the table stream.
+        let view = self.view();
+        stream.wait(&self.stream.record_event(None)?)?;
+        Ok(view)
+    }
+
+    /// Ends an async call: the table's stream waits for `stream` as of now.
+    fn leave(&self, stream: &Arc<CudaStream>) -> Result<CudaEvent, DriverError> {
+        let done = stream.record_event(None)?;
+        self.stream.wait(&done)?;
+        Ok(done)
+    }
+
+    /// Copies counter words `from..from + dst.len()` of the metadata block
+    /// into `dst`, on `stream`.
+    fn copy_counters(
+        &self,
+        stream: &Arc<CudaStream>,
+        view: &DeviceView,
+        from: usize,
+        dst: &mut CudaSlice<u64>,
+    ) -> Result<(), DriverError> {
+        let bytes = dst.num_bytes();
+        let (ptr, _record) = dst.device_ptr_mut(stream);
+        // Safety: both ranges lie in live allocations (the metadata block has
+        // 8 words, `from + dst.len() <= 4`), on `stream`, after the kernel.
+        unsafe { cu::memcpy_dtod_async(ptr, view.meta + 8 * from as u64, bytes, stream.cu_stream()) }
+    }
+
+    /// Zeroes the metadata counters on `stream`.
+    fn zero_counters_on(stream: &Arc<CudaStream>, view: &DeviceView) -> Result<(), DriverError> {
+        // Safety: the first 4 words of the metadata block; no other call on
+        // the table runs meanwhile (see the module docs).
+        unsafe { cu::memset_d8_async(view.meta, 0, COUNTER_BYTES, stream.cu_stream()) }
+    }
+
+    /// Enqueues an insert of pairs in device memory on `stream` and returns
+    /// at once; [`PendingInsert::wait`] gives its report.
+    ///
+    /// * Like [`CudaTable::insert_device`] this **never grows the table**:
+    ///   reserve first; keys that find no slot are reported by `wait` in
+    ///   [`Error::TableFull`], exactly.
+    /// * Ordering: `stream` waits for the work already queued on the table,
+    ///   and the table's next call (on any stream) waits for this one.
+    /// * Counts: [`HashTable::len`](crate::HashTable::len), the load the
+    ///   table grows by and the statistics do not see async inserts and
+    ///   erases until you call [`CudaTable::resync`] after them.
+    /// * Lifetimes: `keys` stays borrowed by the returned value. The other
+    ///   buffers may be dropped at once: cudarc (with its default event
+    ///   tracking) frees a buffer only after the work that uses it. Per-call
+    ///   scratch (4 bytes per key for failed positions) is allocated on
+    ///   `stream` and freed there.
+    pub fn insert_device_async<'k>(
+        &mut self,
+        stream: &Arc<CudaStream>,
+        keys: &CudaView<'k, K>,
+        values: &CudaView<'_, V>,
+        mode: InsertMode,
+    ) -> Result<PendingInsert<'k, K>> {
+        if keys.len() != values.len() {
+            return Err(Error::LengthMismatch {
+                op: "insert_device_async",
+                keys: keys.len(),
+                other: values.len(),
+                what: "values",
+            });
+        }
+        self.check_stream(stream)?;
+        if keys.is_empty() {
+            return Ok(PendingInsert { inner: None });
+        }
+        let n = keys.len() as u64;
+        let e = |e| self.err(e);
+        let view = self.enter(stream).map_err(e)?;
+        // Safety: written by the kernel (failed, up to the failure count) and
+        // the counter copy before they are read.
+        let mut counters = unsafe { stream.alloc::<u64>(3) }.map_err(e)?;
+        let mut failed = unsafe { stream.alloc::<u32>(keys.len()) }.map_err(e)?;
+        Self::zero_counters_on(stream, &view).map_err(e)?;
+        let (m, op) = mode_codes(mode);
+        let (cap, base) = (n, 0u64);
+        let mut b = stream.launch_builder(&self.kernels.insert);
+        b.arg(&view).arg(keys).arg(values).arg(&n).arg(&m).arg(&op).arg(&mut failed).arg(&cap).arg(&base);
+        // Safety: the arguments match gh_insert's signature; `failed` has room
+        // for every position.
+        unsafe { b.launch(grid(n, self.sms)) }.map_err(e)?;
+        self.copy_counters(stream, &view, 0, &mut counters).map_err(e)?;
+        let done = self.leave(stream).map_err(e)?;
+        Ok(PendingInsert {
+            inner: Some(InsertScratch {
+                keys: keys.slice(..),
+                counters,
+                failed,
+                done,
+                stream: stream.clone(),
+                kernels: self.kernels.clone(),
+                sms: self.sms,
+            }),
+        })
+    }
+
+    /// Enqueues a lookup of keys in device memory on `stream` and returns at
+    /// once: `values_out` receives each value (zero bits when absent) and
+    /// `found_out` 0/1 bytes, ready once `stream` has passed this call.
+    /// Ordering and lifetimes as for [`CudaTable::insert_device_async`].
+    pub fn find_device_async(
+        &self,
+        stream: &Arc<CudaStream>,
+        keys: &CudaView<'_, K>,
+        values_out: &mut CudaViewMut<'_, V>,
+        found_out: &mut CudaViewMut<'_, u8>,
+    ) -> Result<()> {
+        if keys.len() != values_out.len() || keys.len() != found_out.len() {
+            return Err(Error::LengthMismatch {
+                op: "find_device_async",
+                keys: keys.len(),
+                other: if keys.len() != values_out.len() { values_out.len() } else { found_out.len() },
+                what: "outputs",
+            });
+        }
+        self.check_stream(stream)?;
+        if keys.is_empty() {
+            return Ok(());
+        }
+        let n = keys.len() as u64;
+        let e = |e| self.err(e);
+        let view = self.enter(stream).map_err(e)?;
+        let mut b = stream.launch_builder(&self.kernels.find);
+        b.arg(&view).arg(keys).arg(&n).arg(values_out).arg(found_out);
+        // Safety: the arguments match gh_find's signature; outputs hold n elements.
+        unsafe { b.launch(grid(n, self.sms)) }.map_err(e)?;
+        self.leave(stream).map_err(e)?;
+        Ok(())
+    }
+
+    /// Enqueues a membership test of keys in device memory on `stream`:
+    /// `found_out` receives 0/1 bytes, ready once `stream` has passed this
+    /// call. Ordering and lifetimes as for [`CudaTable::insert_device_async`].
+    pub fn contains_device_async(
+        &self,
+        stream: &Arc<CudaStream>,
+        keys: &CudaView<'_, K>,
+        found_out: &mut CudaViewMut<'_, u8>,
+    ) -> Result<()> {
+        if keys.len() != found_out.len() {
+            return Err(Error::LengthMismatch {
+                op: "contains_device_async",
+                keys: keys.len(),
+                other: found_out.len(),
+                what: "outputs",
+            });
+        }
+        self.check_stream(stream)?;
+        if keys.is_empty() {
+            return Ok(());
+        }
+        let n = keys.len() as u64;
+        let e = |e| self.err(e);
+        let view = self.enter(stream).map_err(e)?;
+        let mut b = stream.launch_builder(&self.kernels.contains);
+        b.arg(&view).arg(keys).arg(&n).arg(found_out);
+        // Safety: the arguments match gh_contains' signature; the output holds n bytes.
+        unsafe { b.launch(grid(n, self.sms)) }.map_err(e)?;
+        self.leave(stream).map_err(e)?;
+        Ok(())
+    }
+
+    /// Enqueues an erase of keys in device memory on `stream` and returns at
+    /// once; [`PendingCount::wait`] gives how many were removed. Ordering,
+    /// counts and lifetimes as for [`CudaTable::insert_device_async`].
+    pub fn erase_device_async(&mut self, stream: &Arc<CudaStream>, keys: &CudaView<'_, K>) -> Result<PendingCount> {
+        self.check_stream(stream)?;
+        if keys.is_empty() {
+            return Ok(PendingCount { inner: None });
+        }
+        let n = keys.len() as u64;
+        let e = |e| self.err(e);
+        let view = self.enter(stream).map_err(e)?;
+        // Safety: written by the counter copy before it is read.
+        let mut counter = unsafe { stream.alloc::<u64>(1) }.map_err(e)?;
+        Self::zero_counters_on(stream, &view).map_err(e)?;
+        let mut b = stream.launch_builder(&self.kernels.erase);
+        b.arg(&view).arg(keys).arg(&n);
+        // Safety: the arguments match gh_erase's signature.
+        unsafe { b.launch(grid(n, self.sms)) }.map_err(e)?;
+        self.copy_counters(stream, &view, 3, &mut counter).map_err(e)?;
+        let done = self.leave(stream).map_err(e)?;
+        Ok(PendingCount { inner: Some((counter, done, stream.clone())) })
+    }
+}

@@ -1,0 +1,227 @@
+//! CUDA data paths beyond the conformance suite, on CUDA device 0: host
+//! batches large enough for the pinned staging pipeline, calls on a user's
+//! stream, and unified memory with host lookups. Without a usable device
+//! each GPU test prints `skipped: no CUDA device (...)`; set
+//! `GPUHASH_REQUIRE_CUDA=1` to make that a failure instead.
+
+#[macro_use]
+mod common;
+
+use std::sync::Arc;
+
+use common::*;
+use gpuhash::backend::InsertMode;
+use gpuhash::cudarc::driver::{CudaSlice, CudaStream};
+use gpuhash::{Device, Error, HashTable, Key, Memory, Reduce, Scheme};
+
+/// Large enough for several chunks of the staging pipeline (about 256 Ki
+/// keys per chunk for 16-byte pairs), and not a multiple of a chunk.
+fn big() -> usize {
+    scaled(1_000_003)
+}
+
+/// CUDA device 0 with the default scheme (these tests are about data
+/// movement, which every scheme shares).
+fn cuda() -> Option<Target> {
+    usable(Target::new(Device::Cuda(0), Scheme::Linear))
+}
+
+/// `n` distinct in-slot keys plus the two out-of-band ones.
+fn keys_with_specials<K: Key>(cx: &mut Ctx, n: usize) -> Vec<K> {
+    let mut keys = distinct_keys::<K>(&mut cx.rng, n);
+    keys.extend([key_max::<K>(), K::from_u64(key_max::<K>().to_u64() - 1)]);
+    keys
+}
+
+// ------------------------------------------------------------ staging
+
+fn staged_body<K: Key, V: TestValue>(dev: Target) {
+    let mut cx = Ctx::new::<K, V>("staged_host_batches", dev);
+    let n = big();
+    let mut t = builder(dev).capacity((2 * n) as u64).max_load_factor(1.0).growth(false).build::<K, V>().unwrap();
+    let mut o = Oracle::new();
+    let universe = keys_with_specials::<K>(&mut cx, n);
+    cx.phase = "assign".into();
+    let keys = with_duplicates(&mut cx.rng, &universe[..n / 2], n / 8);
+    let vals = any_values::<V>(&mut cx.rng, keys.len());
+    assert!(insert(&mut t, &mut o, Op::Assign, &keys, &vals, &cx).is_empty(), "{cx}: keys not stored");
+    cx.phase = "apply".into();
+    let keys = sample(&mut cx.rng, &universe, n);
+    let vals = num_values::<V>(&mut cx.rng, keys.len());
+    assert!(insert(&mut t, &mut o, Op::Apply(Reduce::Max), &keys, &vals, &cx).is_empty(), "{cx}: keys not stored");
+    cx.phase = "lookups".into();
+    let mut probe = universe.clone();
+    probe.extend(fresh_keys(&mut cx.rng, n / 3, &o, &universe));
+    check_find(&t, &o, &probe, &cx);
+    cx.phase = "erase".into();
+    let gone = sample(&mut cx.rng, &universe, n / 2);
+    erase(&mut t, &mut o, &gone, &cx);
+    check_table(&t, &o, &cx);
+}
+
+#[test]
+fn staged_host_batches_match_the_oracle() {
+    let Some(dev) = cuda() else { return };
+    staged_body::<u32, u32>(dev);
+    staged_body::<u32, f64>(dev);
+    staged_body::<u64, u64>(dev);
+    staged_body::<u64, i32>(dev);
+}
+
+fn full_body<K: Key, V: TestValue>(dev: Target, slots: u64, n: usize) {
+    let mut cx = Ctx::new::<K, V>("staged_full_table", dev);
+    cx.phase = format!("{n} keys into {slots} slots");
+    let mut t = builder(dev).capacity(slots).max_load_factor(1.0).growth(false).build::<K, V>().unwrap();
+    let mut o = Oracle::new();
+    let keys = distinct_keys::<K>(&mut cx.rng, n);
+    let vals = any_values::<V>(&mut cx.rng, n);
+    // `insert` checks the positions (ascending, exact keys) and that they are absent.
+    let failed = insert(&mut t, &mut o, Op::Assign, &keys, &vals, &cx);
+    assert!(failed.len() >= n - slots as usize, "{cx}: only {} keys not stored", failed.len());
+    check_table(&t, &o, &cx);
+}
+
+#[test]
+fn staged_full_table_reports_exact_positions() {
+    let Some(dev) = cuda() else { return };
+    // A few thousand failures: recorded by the kernels, across chunks.
+    full_body::<u32, u32>(dev, 1 << 19, (1 << 19) + scaled(20_000));
+    // More failures than the kernels record (2^16): found by a lookup pass.
+    full_body::<u64, u64>(dev, 1 << 16, scaled(600_000).max(200_000));
+}
+
+// ------------------------------------------------------------ user streams
+
+fn upload<T: gpuhash::cudarc::driver::DeviceRepr>(s: &Arc<CudaStream>, v: &[T]) -> CudaSlice<T> {
+    s.clone_htod(v).unwrap()
+}
+
+fn async_body<K: Key, V: TestValue>(dev: Target) {
+    let mut cx = Ctx::new::<K, V>("async_calls", dev);
+    let n = scaled(300_000);
+    let mut t = builder(dev).capacity((2 * n) as u64).growth(false).build::<K, V>().unwrap();
+    let user = t.cuda().unwrap().stream().context().new_stream().unwrap();
+    let keys = keys_with_specials::<K>(&mut cx, n);
+    let vals = any_values::<V>(&mut cx.rng, keys.len());
+    let (kd, vd) = (upload(&user, &keys), upload(&user, &vals));
+
+    cx.phase = "insert, find and contains queued back to back".into();
+    let cuda = t.cuda_mut().unwrap();
+    let pending = cuda.insert_device_async(&user, &kd.as_view(), &vd.as_view(), InsertMode::Assign).unwrap();
+    let mut out_v = upload(&user, &vec![V::from_bits(0); keys.len()]);
+    let mut out_f = user.alloc_zeros::<u8>(keys.len()).unwrap();
+    cuda.find_device_async(&user, &kd.as_view(), &mut out_v.as_view_mut(), &mut out_f.as_view_mut()).unwrap();
+    let mut out_c = user.alloc_zeros::<u8>(keys.len()).unwrap();
+    cuda.contains_device_async(&user, &kd.as_view(), &mut out_c.as_view_mut()).unwrap();
+    let report = pending.wait().unwrap_or_else(|e| panic!("{cx}: {e}"));
+    assert_eq!(report.inserted, keys.len() as u64, "{cx}");
+    let (got_v, got_f, got_c) = (user.clone_dtoh(&out_v).unwrap(), user.clone_dtoh(&out_f).unwrap(), user.clone_dtoh(&out_c).unwrap());
+    user.synchronize().unwrap();
+    for i in 0..keys.len() {
+        assert!(got_f[i] == 1 && got_c[i] == 1, "{cx}: key {:?} not found", keys[i]);
+        assert!(same(got_v[i], vals[i]), "{cx}: key {:?} holds {:?}, expected {:?}", keys[i], got_v[i], vals[i]);
+    }
+
+    cx.phase = "the table's own calls wait for the user's stream".into();
+    let half = &keys[..keys.len() / 2];
+    let cuda = t.cuda_mut().unwrap();
+    let erased = cuda.erase_device_async(&user, &kd.slice(..half.len())).unwrap();
+    // Not waited for: the host call below must still see the erase.
+    let found = t.contains(&keys).unwrap();
+    assert!(found[..half.len()].iter().all(|f| !f) && found[half.len()..].iter().all(|&f| f), "{cx}");
+    assert_eq!(erased.wait().unwrap(), half.len() as u64, "{cx}");
+    let cuda = t.cuda_mut().unwrap();
+    cuda.resync().unwrap();
+    assert_eq!(t.len(), (keys.len() - half.len()) as u64, "{cx}: len after resync");
+
+    cx.phase = "a full table reports exact positions".into();
+    let mut small = builder(dev).capacity(1 << 12).max_load_factor(1.0).growth(false).build::<K, V>().unwrap();
+    let cuda = small.cuda_mut().unwrap();
+    match cuda.insert_device_async(&user, &kd.as_view(), &vd.as_view(), InsertMode::IfAbsent).unwrap().wait() {
+        Err(Error::TableFull(ns)) => {
+            check_not_stored(&ns, &keys, &cx);
+            let stored = keys.len() - ns.positions.len();
+            assert_eq!(ns.report.inserted as usize, stored, "{cx}");
+            assert!(stored <= (1 << 12) + 2, "{cx}: {stored} keys in 2^12 slots");
+            let present = small.contains(&keys).unwrap();
+            for &p in &ns.positions {
+                assert!(!present[p], "{cx}: key at {p} reported not stored, yet present");
+            }
+            assert_eq!(present.iter().filter(|&&f| f).count(), stored, "{cx}");
+        }
+        other => panic!("{cx}: expected TableFull, got {other:?}"),
+    }
+
+    cx.phase = "empty and mismatched calls".into();
+    let cuda = t.cuda_mut().unwrap();
+    let none = cuda.insert_device_async(&user, &kd.slice(0..0), &vd.slice(0..0), InsertMode::Assign).unwrap();
+    assert_eq!(none.wait().unwrap(), Default::default(), "{cx}");
+    let bad = cuda.insert_device_async(&user, &kd.slice(0..2), &vd.slice(0..3), InsertMode::Assign);
+    assert!(matches!(bad, Err(Error::LengthMismatch { .. })), "{cx}");
+}
+
+#[test]
+fn async_calls_on_a_user_stream() {
+    let Some(dev) = cuda() else { return };
+    async_body::<u32, u32>(dev);
+    async_body::<u64, f64>(dev);
+}
+
+// ------------------------------------------------------------ unified memory
+
+fn unified_body<K: Key, V: TestValue>(dev: Target) {
+    let mut cx = Ctx::new::<K, V>("unified_memory", dev);
+    // Starts small so the batch below grows it (rehash keeps the memory kind).
+    let mut t = builder(dev).capacity(1 << 10).memory(Memory::Unified).build::<K, V>().unwrap();
+    assert_eq!(t.cuda().unwrap().memory(), Memory::Unified, "{cx}");
+    let mut o = Oracle::new();
+    let n = scaled(200_000);
+    let universe = keys_with_specials::<K>(&mut cx, n);
+    let keys = with_duplicates(&mut cx.rng, &universe, n / 4);
+    let vals = any_values::<V>(&mut cx.rng, keys.len());
+    cx.phase = "GPU insert, host lookups".into();
+    insert(&mut t, &mut o, Op::Assign, &keys, &vals, &cx);
+    assert!(t.capacity() > 1 << 10, "{cx}: the table did not grow");
+    assert_eq!(t.cuda().unwrap().memory(), Memory::Unified, "{cx}: growth changed the memory kind");
+    let mut probe = universe.clone();
+    probe.extend(fresh_keys(&mut cx.rng, n / 2, &o, &universe));
+    let host = t.cuda().unwrap().host_find(&probe).unwrap();
+    for (k, h) in probe.iter().zip(&host) {
+        match (o.map.get(k), h) {
+            (Some(e), Some(h)) => assert!(same(*e, *h), "{cx}: host_find({k:?}) = {h:?}, expected {e:?}"),
+            (None, None) => {}
+            (e, h) => panic!("{cx}: host_find({k:?}) = {h:?}, expected {e:?}"),
+        }
+    }
+    cx.phase = "GPU calls after a host lookup".into();
+    erase(&mut t, &mut o, &universe[..n / 3], &cx);
+    check_table(&t, &o, &cx);
+    let host = t.cuda().unwrap().host_find(&universe).unwrap();
+    assert_eq!(host.iter().filter(|h| h.is_some()).count(), o.map.len(), "{cx}");
+    cx.phase = "clear".into();
+    t.clear().unwrap();
+    assert!(t.cuda().unwrap().host_find(&universe).unwrap().iter().all(Option::is_none), "{cx}");
+}
+
+#[test]
+fn unified_memory_host_lookups() {
+    let Some(dev) = cuda() else { return };
+    unified_body::<u32, u32>(dev);
+    unified_body::<u64, u64>(dev);
+    unified_body::<u32, f64>(dev);
+}
+
+#[test]
+fn unified_memory_limits() {
+    // Runs everywhere: Unified is CUDA only.
+    let cpu = HashTable::<u32, u32>::builder().device(Device::Cpu).memory(Memory::Unified).build::<u32, u32>();
+    assert!(matches!(cpu, Err(Error::Unsupported(_))), "{cpu:?}");
+    let Some(dev) = cuda() else { return };
+    // 2^40 slots (8 TiB) is more than any GPU has free: refused before allocating.
+    let huge = HashTable::<u32, u32>::builder().device(dev.device).memory(Memory::Unified).capacity(1 << 40).build::<u32, u32>();
+    assert!(matches!(huge, Err(Error::OutOfMemory { .. })), "{huge:?}");
+    let t = HashTable::<u32, u32>::builder().device(dev.device).build::<u32, u32>().unwrap();
+    let cuda = t.cuda().unwrap();
+    assert_eq!(cuda.memory(), Memory::Device);
+    assert!(matches!(cuda.host_find(&[1]), Err(Error::Unsupported(_))));
+}
