@@ -8,8 +8,8 @@
 // (smallest displacement) is richer than the carried key would be there
 // gives that slot to the carried key, and the resident is carried on; the
 // first bucket with an EMPTY slot takes the carried key. TOMBSTONEs are never
-// reused nor moved. If a carried key would pass its cap, the insert fails
-// and writes nothing.
+// reused nor moved. If a carried key would pass its cap, or the cascade run
+// past SPAN_PER_CAP caps from x's home, the insert fails and writes nothing.
 //
 // Invariant: a key stored d buckets past its home has, in each bucket j < d
 // on its way, no EMPTY slot and a TOMBSTONE or a resident at least j buckets
@@ -24,14 +24,20 @@
 // lock (no deadlock, wrap-around included). Under the locks it plans with
 // plain reads, then replays the same decisions writing (locked buckets cannot
 // change, so the replay sees what the plan saw), fences and unlocks. Two
-// inserts of one key meet at its home bucket's lock. Erase finds the key
-// without locks, then locks its bucket and checks again. Lookups take no
-// lock: users' kernels must not look keys up while others insert (a key
-// being moved may be missed); bulk lookups never overlap bulk inserts.
+// inserts of one key meet at its home bucket's lock. Erase locks the buckets
+// of its lookup the same way, so inserts and erases may run together.
+// Lookups take no lock: users' kernels must not look keys up while others
+// insert (a key being moved may be missed); bulk lookups never overlap bulk
+// inserts.
 #pragma once
 
 namespace gh {
 namespace robin_hood {
+
+// How far an insert's cascade may run, in probe limits (1024 buckets at the
+// default limit of 32, the linear scheme's reach); as SPAN_PER_CAP in
+// src/backend/cpu/robin_hood.rs.
+constexpr u64 SPAN_PER_CAP = 32;
 
 // ---- per-bucket locks: bit b of the aux memory seen as 32-bit words ------
 __device__ __forceinline__ bool try_lock(u64* aux, u64 b) {
@@ -41,6 +47,13 @@ __device__ __forceinline__ bool try_lock(u64* aux, u64 b) {
     // Acquire: the reads of the bucket that follow see the last holder's writes.
     asm volatile("atom.acquire.gpu.or.b32 %0, [%1], %2;" : "=r"(old) : "l"(word), "r"(bit) : "memory");
     return (old & bit) == 0;
+}
+
+// Whether bucket b's lock is held, read without an atomic (a retry polls
+// this first, so threads queued on a hot key read the lock word instead of
+// hammering it with atomics).
+__device__ __forceinline__ bool is_locked(const u64* aux, u64 b) {
+    return (*(reinterpret_cast<const volatile u32*>(aux) + (b >> 5)) >> (b & 31)) & 1u;
 }
 
 // Releases the n buckets from `first` on (wrapping at the table's end), one
@@ -62,11 +75,11 @@ __device__ __forceinline__ void unlock_run(u64* aux, u64 buckets, u64 first, u64
     }
 }
 
-// Sleeps before a retry; the delay doubles up to ~4 us (__nanosleep itself
-// picks a random time up to twice the argument, which breaks ties).
+// Sleeps before a retry; the delay doubles up to 4 us (__nanosleep itself
+// sleeps up to twice the argument).
 __device__ __forceinline__ void back_off(u32& ns) {
     __nanosleep(ns);
-    if (ns < 2048) ns *= 2;
+    if (ns < 4096) ns *= 2;
 }
 
 // ---- one bucket in registers ----------------------------------------------
@@ -189,23 +202,38 @@ __device__ __forceinline__ void apply(const ViewCore<K, V>& t, u64 b, u64 held, 
     }
 }
 
+// Whether one of the n buckets from b on has an EMPTY slot (no locks: EMPTY
+// slots never come back, so "none" stays true).
+template <typename K, typename V>
+__device__ __forceinline__ bool empty_ahead(const ViewCore<K, V>& t, u64 b, u64 n) {
+    typedef typename ViewCore<K, V>::W W;
+    for (u64 i = 0; i < n; ++i) {
+        if (t.scan_bucket(t.slots + b * ViewCore<K, V>::SLOTS, [&](int, u64 kk, u64) { return kk == W::EMPTY_KEY; }))
+            return true;
+        if (++b == t.buckets) b = 0;
+    }
+    return false;
+}
+
 // One attempt at an insert; false when a lock was busy (then nothing was
 // written and every lock taken is released). The walk locks and reads
 // buckets from x's home while either question is open: is x stored (its
 // lookup, at most `limit` buckets), and where does the cascade end (the first
 // bucket with an EMPTY slot, or failure once a carried key would pass its
-// cap). Never more buckets than the table has, so no bucket is locked twice.
+// cap or the walk its span). The span never exceeds the table, so no bucket
+// is locked twice.
 template <typename K, typename V>
 __device__ __forceinline__ bool try_insert(const ViewCore<K, V>& t, u64 x, V value, u32 mode, u32 op, int* out) {
     typedef ViewCore<K, V> C;
     typedef typename C::raw raw;
     constexpr int S = C::SLOTS;
     const u64 home = t.home(x), cap = t.limit;
+    const u64 span = cap * SPAN_PER_CAP < t.buckets ? cap * SPAN_PER_CAP : t.buckets;
     u64 b = home, held = 0, dist = 0;  // dist: buckets the carried key sits past its home at b
     bool looking = true;
     int plan = -1;  // -1 open, 1 ends at an EMPTY slot, 0 fails
     int r = -1;     // EXISTING once x is found
-    for (u64 j = 0; j < t.buckets && (looking || plan < 0); ++j) {
+    for (u64 j = 0; j < span && (looking || plan < 0); ++j) {
         if (!try_lock(t.aux, b)) {
             unlock_run(t.aux, t.buckets, home, held);
             return false;
@@ -227,7 +255,10 @@ __device__ __forceinline__ bool try_insert(const ViewCore<K, V>& t, u64 x, V val
             looking = looking && l.poorer && j + 1 < cap;
             if (plan < 0) {
                 if (l.rich_at >= 0 && l.rich_disp < dist) dist = l.rich_disp;
-                if (++dist == cap) plan = 0;
+                // Past x's cap only a cascade goes on: with no EMPTY slot in
+                // reach, fail now rather than lock the way there.
+                const u64 next = b + 1 == t.buckets ? 0 : b + 1;
+                if (++dist == cap || (j + 1 == cap && !empty_ahead(t, next, span - cap))) plan = 0;
             }
         }
         if (++b == t.buckets) b = 0;
@@ -241,18 +272,20 @@ __device__ __forceinline__ bool try_insert(const ViewCore<K, V>& t, u64 x, V val
     return true;
 }
 
-// Retries after a busy lock are decided by a per-thread coin: two threads of
-// one warp whose walks meet on each other's locks (around the wrap) would
-// otherwise fail, release and retry in lockstep forever; a round where only
-// one of them tries lets it through.
-template <typename K, typename V>
-__device__ __forceinline__ int insert(const ViewCore<K, V>& t, u64 x, V value, u32 mode, u32 op) {
+// Runs `attempt` (one try of a locked walk from x's home; false when a lock
+// was busy) until it completes. Retries are decided by a per-thread coin: two
+// threads of one warp whose walks meet on each other's locks (around the
+// wrap) would otherwise fail, release and retry in lockstep forever; a round
+// where only one of them tries lets it through. A retry also waits while the
+// home bucket is locked (where duplicates of a key queue).
+template <typename K, typename V, typename F>
+__device__ __forceinline__ void with_retries(const ViewCore<K, V>& t, u64 x, F&& attempt) {
     u32 ns = 64;
     u32 coin = ((blockIdx.x * blockDim.x + threadIdx.x) * 0x9e3779b9u ^ (u32)x) | 1u;
-    bool go = true;
+    bool go = true, first = true;
     while (true) {
-        int r;
-        if (go && try_insert(t, x, value, mode, op, &r)) return r;
+        if (go && (first || !is_locked(t.aux, t.home(x))) && attempt()) return;
+        first = false;
         back_off(ns);
         coin ^= coin << 13;  // xorshift32
         coin ^= coin >> 17;
@@ -261,25 +294,51 @@ __device__ __forceinline__ int insert(const ViewCore<K, V>& t, u64 x, V value, u
     }
 }
 
-// Finds x without locks, then locks its bucket and turns the slot into a
-// TOMBSTONE if x is still there; looks again if x moved meanwhile.
 template <typename K, typename V>
-__device__ __forceinline__ bool erase(const ViewCore<K, V>& t, u64 x) {
+__device__ __forceinline__ int insert(const ViewCore<K, V>& t, u64 x, V value, u32 mode, u32 op) {
+    int r = FAILED;
+    with_retries(t, x, [&] { return try_insert(t, x, value, mode, op, &r); });
+    return r;
+}
+
+// One attempt at an erase: x's lookup with every bucket on it locked, so an
+// erase in a user's kernel never misses a key an insert is moving.
+template <typename K, typename V>
+__device__ __forceinline__ bool try_erase(const ViewCore<K, V>& t, u64 x, bool* out) {
     typedef typename ViewCore<K, V>::W W;
     typedef typename ViewCore<K, V>::raw raw;
     constexpr int S = ViewCore<K, V>::SLOTS;
-    u32 ns = 64;
-    while (true) {
-        u64 at, v;
-        if (!locate(t, x, &at, &v)) return false;
-        const u64 b = at / S;
-        if (!try_lock(t.aux, b)) { back_off(ns); continue; }
-        const raw cur = W::load(t.slots + at);
-        const bool hit = W::key(cur) == x;
-        if (hit) W::cas(t.slots + at, cur, W::tomb());
-        unlock_run(t.aux, t.buckets, b, 1);
-        if (hit) return true;
+    const u64 home = t.home(x);
+    u64 b = home, held = 0;
+    bool hit = false;
+    for (u64 j = 0; j < t.limit; ++j) {
+        if (!try_lock(t.aux, b)) {
+            unlock_run(t.aux, t.buckets, home, held);
+            return false;
+        }
+        ++held;
+        raw* bucket = t.slots + b * S;
+        raw w[S];
+        load_bucket(bucket, w);
+        const Look l = look(t, w, b, j, x);
+        if (l.key_at >= 0) {
+            W::cas(bucket + l.key_at, pick(w, l.key_at), W::tomb());  // locked: finds the word read
+            hit = true;
+            break;
+        }
+        if (l.empty_at >= 0 || !l.poorer) break;
+        if (++b == t.buckets) b = 0;
     }
+    unlock_run(t.aux, t.buckets, home, held);
+    *out = hit;
+    return true;
+}
+
+template <typename K, typename V>
+__device__ __forceinline__ bool erase(const ViewCore<K, V>& t, u64 x) {
+    bool hit = false;
+    with_retries(t, x, [&] { return try_erase(t, x, &hit); });
+    return hit;
 }
 
 template <typename K, typename V>
