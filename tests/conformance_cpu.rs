@@ -7,3 +7,4 @@ use gpuhash::{Device, Scheme};
 
 conformance_suite!(cpu_linear, Device::Cpu, Scheme::Linear);
 conformance_suite!(cpu_hashinator, Device::Cpu, Scheme::Hashinator { team: 8 });
+conformance_suite!(cpu_robin_hood, Device::Cpu, Scheme::RobinHood);

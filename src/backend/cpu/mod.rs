@@ -3,6 +3,7 @@
 //! GPU results are checked against.
 
 mod linear;
+mod robin_hood;
 
 use std::marker::PhantomData;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -94,7 +95,6 @@ pub(crate) fn prefetch<T>(p: *const T) {
 #[derive(Clone, Copy)]
 pub(crate) struct Slots<'a, Wd: Word> {
     pub(crate) cells: &'a [Wd::Atomic],
-    #[allow(dead_code)] // the linear schemes keep no state beside their slots
     pub(crate) aux: &'a [AtomicU64],
     pub(crate) probe: ProbeParams,
     /// Slots per 32-byte bucket.
@@ -138,6 +138,10 @@ macro_rules! with_probing {
                 let $p = linear::Linear::new(s, linear::Home::Fibonacci { log2_slots });
                 $body
             }
+            Scheme::RobinHood => {
+                let $p = robin_hood::RobinHood::new(s);
+                $body
+            }
             other => unreachable!("{other} is refused when the table is created"),
         }
     }};
@@ -156,7 +160,7 @@ struct InsertTally {
 impl<K: Key, V: Value> CpuTable<K, V> {
     /// An empty table with `config.slots` slots.
     pub fn new(config: Config) -> Result<Self> {
-        if !matches!(config.scheme, Scheme::Linear | Scheme::Hashinator { .. }) {
+        if !matches!(config.scheme, Scheme::Linear | Scheme::Hashinator { .. } | Scheme::RobinHood) {
             return Err(Error::Unsupported(format!("the {} scheme on the CPU", config.scheme)));
         }
         let cells = alloc_cells::<W<K, V>>(config.slots)?;
