@@ -2,6 +2,7 @@
 //! with atomic compare-and-swap. It is a real backend and the reference the
 //! GPU results are checked against.
 
+mod cuckoo;
 mod linear;
 
 use std::marker::PhantomData;
@@ -138,6 +139,14 @@ macro_rules! with_probing {
                 let $p = linear::Linear::new(s, linear::Home::Fibonacci { log2_slots });
                 $body
             }
+            Scheme::Cuckoo => {
+                let $p = cuckoo::Cuckoo::new(s);
+                $body
+            }
+            Scheme::TwoLevel => {
+                let $p = cuckoo::TwoLevel::new(s);
+                $body
+            }
             other => unreachable!("{other} is refused when the table is created"),
         }
     }};
@@ -156,7 +165,7 @@ struct InsertTally {
 impl<K: Key, V: Value> CpuTable<K, V> {
     /// An empty table with `config.slots` slots.
     pub fn new(config: Config) -> Result<Self> {
-        if !matches!(config.scheme, Scheme::Linear | Scheme::Hashinator { .. }) {
+        if !matches!(config.scheme, Scheme::Linear | Scheme::Hashinator { .. } | Scheme::Cuckoo | Scheme::TwoLevel) {
             return Err(Error::Unsupported(format!("the {} scheme on the CPU", config.scheme)));
         }
         let cells = alloc_cells::<W<K, V>>(config.slots)?;
