@@ -251,6 +251,7 @@ template <typename K, typename V> struct ViewCore {
 // Each scheme's operations: find(v, key, out), insert(v, key, value, mode, op),
 // erase(v, key) and displacement(v, key, slot) on a ViewCore, in-slot keys only.
 #include "schemes/linear.cuh"
+#include "schemes/cuckoo.cuh"
 
 namespace gh {
 
@@ -264,6 +265,8 @@ template <typename K, typename V> struct TableView : ViewCore<K, V> {
         if (s >= 0) return this->find_special(s, out);
         if (S == GH_SCHEME_LINEAR) return linear::find(*this, (u64)key, out);
         if (S == GH_SCHEME_HASHINATOR) return hashinator::find(*this, (u64)key, out);
+        if (S == GH_SCHEME_CUCKOO) return cuckoo::find(*this, (u64)key, out);
+        if (S == GH_SCHEME_TWO_LEVEL) return two_level::find(*this, (u64)key, out);
         return false;
     }
 
@@ -275,6 +278,8 @@ template <typename K, typename V> struct TableView : ViewCore<K, V> {
         if (s >= 0) return this->insert_special(s, value, mode, op);
         if (S == GH_SCHEME_LINEAR) return linear::insert(*this, (u64)key, value, mode, op);
         if (S == GH_SCHEME_HASHINATOR) return hashinator::insert(*this, (u64)key, value, mode, op);
+        if (S == GH_SCHEME_CUCKOO) return cuckoo::insert(*this, (u64)key, value, mode, op);
+        if (S == GH_SCHEME_TWO_LEVEL) return two_level::insert(*this, (u64)key, value, mode, op);
         return FAILED;
     }
 
@@ -284,12 +289,16 @@ template <typename K, typename V> struct TableView : ViewCore<K, V> {
         if (s >= 0) return this->erase_special(s);
         if (S == GH_SCHEME_LINEAR) return linear::erase(*this, (u64)key);
         if (S == GH_SCHEME_HASHINATOR) return hashinator::erase(*this, (u64)key);
+        if (S == GH_SCHEME_CUCKOO) return cuckoo::erase(*this, (u64)key);
+        if (S == GH_SCHEME_TWO_LEVEL) return two_level::erase(*this, (u64)key);
         return false;
     }
 
     // Buckets past its first candidate that a key stored at `slot` sits.
     template <u32 S> __device__ __forceinline__ u64 displacement_as(u64 key, u64 slot) const {
         if (S == GH_SCHEME_HASHINATOR) return hashinator::displacement(*this, key, slot);
+        if (S == GH_SCHEME_CUCKOO) return cuckoo::displacement(*this, key, slot);
+        if (S == GH_SCHEME_TWO_LEVEL) return two_level::displacement(*this, key, slot);
         return linear::displacement(*this, key, slot);
     }
 

@@ -129,9 +129,9 @@ impl<Wd: Word> Engine<'_, Wd> {
             let froms = if step == 0 { d } else { 1 };
             let mut pick = None;
             'look: for f in 0..froms {
-                let cur = if step == 0 { xc[((r + f) % d) as usize] } else { p.bucket[p.n] };
+                let cur = if step == 0 { xc[(r.wrapping_add(f) % d) as usize] } else { p.bucket[p.n] };
                 for t in 0..spb {
-                    let s = ((r + t) % spb) as usize;
+                    let s = (r.wrapping_add(t) % spb) as usize;
                     let SlotState::Full(z) = slot_state(Wd::load(self.cell(cur, s))) else { continue };
                     let zc = sp.cands(z);
                     for u in 0..d {

@@ -21,7 +21,10 @@ pub const DEVICE_HEADER: &str = include_str!("../../../kernels/gpuhash.cuh");
 /// The bulk kernels (`kernels/bulk.cu`).
 pub const BULK_SOURCE: &str = include_str!("../../../kernels/bulk.cu");
 /// Each scheme's device code, by the path the headers include it as.
-pub const SCHEME_HEADERS: &[(&str, &str)] = &[("schemes/linear.cuh", include_str!("../../../kernels/schemes/linear.cuh"))];
+pub const SCHEME_HEADERS: &[(&str, &str)] = &[
+    ("schemes/linear.cuh", include_str!("../../../kernels/schemes/linear.cuh")),
+    ("schemes/cuckoo.cuh", include_str!("../../../kernels/schemes/cuckoo.cuh")),
+];
 
 /// The kernels of one module.
 pub(crate) struct Kernels {

@@ -383,7 +383,9 @@ impl<K: Key, V: Value> CudaTable<K, V> {
         let slot_removed = removed - (self.specials - specials);
         self.specials = specials;
         self.live -= slot_removed;
-        self.tombstones += slot_removed;
+        if self.config.scheme.erase_leaves_tombstones() {
+            self.tombstones += slot_removed;
+        }
         Ok(removed)
     }
 
