@@ -252,6 +252,7 @@ template <typename K, typename V> struct ViewCore {
 // erase(v, key) and displacement(v, key, slot) on a ViewCore, in-slot keys only.
 #include "schemes/linear.cuh"
 #include "schemes/robin_hood.cuh"
+#include "schemes/cuckoo.cuh"
 
 namespace gh {
 
@@ -266,6 +267,8 @@ template <typename K, typename V> struct TableView : ViewCore<K, V> {
         if (S == GH_SCHEME_LINEAR) return linear::find(*this, (u64)key, out);
         if (S == GH_SCHEME_HASHINATOR) return hashinator::find(*this, (u64)key, out);
         if (S == GH_SCHEME_ROBIN_HOOD) return robin_hood::find(*this, (u64)key, out);
+        if (S == GH_SCHEME_CUCKOO) return cuckoo::find(*this, (u64)key, out);
+        if (S == GH_SCHEME_TWO_LEVEL) return two_level::find(*this, (u64)key, out);
         return false;
     }
 
@@ -278,6 +281,8 @@ template <typename K, typename V> struct TableView : ViewCore<K, V> {
         if (S == GH_SCHEME_LINEAR) return linear::insert(*this, (u64)key, value, mode, op);
         if (S == GH_SCHEME_HASHINATOR) return hashinator::insert(*this, (u64)key, value, mode, op);
         if (S == GH_SCHEME_ROBIN_HOOD) return robin_hood::insert(*this, (u64)key, value, mode, op);
+        if (S == GH_SCHEME_CUCKOO) return cuckoo::insert(*this, (u64)key, value, mode, op);
+        if (S == GH_SCHEME_TWO_LEVEL) return two_level::insert(*this, (u64)key, value, mode, op);
         return FAILED;
     }
 
@@ -288,6 +293,8 @@ template <typename K, typename V> struct TableView : ViewCore<K, V> {
         if (S == GH_SCHEME_LINEAR) return linear::erase(*this, (u64)key);
         if (S == GH_SCHEME_HASHINATOR) return hashinator::erase(*this, (u64)key);
         if (S == GH_SCHEME_ROBIN_HOOD) return robin_hood::erase(*this, (u64)key);
+        if (S == GH_SCHEME_CUCKOO) return cuckoo::erase(*this, (u64)key);
+        if (S == GH_SCHEME_TWO_LEVEL) return two_level::erase(*this, (u64)key);
         return false;
     }
 
@@ -295,6 +302,8 @@ template <typename K, typename V> struct TableView : ViewCore<K, V> {
     template <u32 S> __device__ __forceinline__ u64 displacement_as(u64 key, u64 slot) const {
         if (S == GH_SCHEME_HASHINATOR) return hashinator::displacement(*this, key, slot);
         if (S == GH_SCHEME_ROBIN_HOOD) return robin_hood::displacement(*this, key, slot);
+        if (S == GH_SCHEME_CUCKOO) return cuckoo::displacement(*this, key, slot);
+        if (S == GH_SCHEME_TWO_LEVEL) return two_level::displacement(*this, key, slot);
         return linear::displacement(*this, key, slot);
     }
 

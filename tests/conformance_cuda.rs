@@ -10,3 +10,5 @@ use gpuhash::{Device, Scheme};
 conformance_suite!(cuda_linear, Device::Cuda(0), Scheme::Linear);
 conformance_suite!(cuda_hashinator, Device::Cuda(0), Scheme::Hashinator { team: 8 });
 conformance_suite!(cuda_robin_hood, Device::Cuda(0), Scheme::RobinHood);
+conformance_suite!(cuda_cuckoo, Device::Cuda(0), Scheme::Cuckoo);
+conformance_suite!(cuda_two_level, Device::Cuda(0), Scheme::TwoLevel);

@@ -97,7 +97,8 @@ fn run_steps<K: Key, V: TestValue>(name: &str, dev: Target, growth: bool, steps:
 }
 
 /// Every scheme the properties run on.
-const SCHEMES: &[Scheme] = &[Scheme::Linear, Scheme::Hashinator { team: 8 }, Scheme::RobinHood];
+const SCHEMES: &[Scheme] =
+    &[Scheme::Linear, Scheme::Hashinator { team: 8 }, Scheme::RobinHood, Scheme::Cuckoo, Scheme::TwoLevel];
 
 /// Runs the property on `device` once per scheme.
 fn property<K: Key, V: TestValue>(name: &str, device: Device, growth: bool) {

@@ -2,7 +2,7 @@
 //! header so both sides cannot drift: `kernels/gpuhash_constants.cuh` is this
 //! text, and a test fails if the committed file differs.
 
-use super::{capacity, hash, layout, probe, scheme::Scheme};
+use super::{capacity, cuckoo, hash, layout, probe, scheme::Scheme};
 
 /// The text of `kernels/gpuhash_constants.cuh`.
 pub fn cuda_header() -> String {
@@ -21,7 +21,8 @@ pub fn cuda_header() -> String {
          #define GH_SCHEME_HASHINATOR {}\n\
          #define GH_SCHEME_ROBIN_HOOD {}\n\
          #define GH_SCHEME_CUCKOO {}\n\
-         #define GH_SCHEME_TWO_LEVEL {}\n",
+         #define GH_SCHEME_TWO_LEVEL {}\n\
+         {}",
         hash::MIX_MUL_1,
         hash::MIX_MUL_2,
         hash::DEFAULT_SEED,
@@ -34,6 +35,7 @@ pub fn cuda_header() -> String {
         Scheme::RobinHood.code(),
         Scheme::Cuckoo.code(),
         Scheme::TwoLevel.code(),
+        cuckoo::cuda_defines(),
     )
 }
 

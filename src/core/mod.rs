@@ -6,6 +6,7 @@
 
 pub mod capacity;
 pub mod constants;
+pub mod cuckoo;
 pub mod hash;
 pub mod keys;
 pub mod layout;

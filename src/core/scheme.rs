@@ -21,6 +21,7 @@ use std::fmt;
 use std::str::FromStr;
 
 use super::capacity::{MAX_SLOTS, MIN_SLOTS};
+use super::cuckoo;
 use super::layout::BUCKET_BYTES;
 use super::probe::DEFAULT_MAX_PROBE_BUCKETS;
 
@@ -57,12 +58,27 @@ pub enum Scheme {
     /// threads insert into the table (a key being moved may be missed);
     /// inserts and erases may run together.
     RobinHood,
-    /// Bucketed cuckoo hashing with a small stash: lookups read a bounded
-    /// number of buckets at any load.
+    /// Bucketed cuckoo hashing with a small stash (BGHT, Starfish): a key
+    /// lives in one of 2 (8-byte slots) or 3 (16-byte slots) candidate
+    /// buckets or in a stash of 32 pairs, so lookups read a bounded number
+    /// of buckets at any load and misses are as fast as hits. Inserts lock
+    /// the buckets they touch and may move residents along an eviction path
+    /// (at most the probe limit in steps, 16 by default); they slow down as
+    /// the load nears 0.9-0.95, and a key with no path and no stash room
+    /// fails (the table grows, with growth on). Erase frees the slot (no
+    /// tombstones). Pick it for lookup-heavy work at high load. In your own
+    /// kernels, do not look keys up while other threads insert: a key being
+    /// moved may be missed for that instant.
     Cuckoo,
-    /// Two-level cuckoo (HH Hash, Starfish): the first hash picks a region,
-    /// each region an independent cuckoo table with its own seed, rebuilt
-    /// alone with a new seed when an insert cannot place a key.
+    /// Two-level cuckoo (HH Hash, Starfish): the first hash picks a region
+    /// of 512 buckets (16 KiB), each region an independent cuckoo table with its own
+    /// seed; an insert that finds no place rebuilds its region alone with a
+    /// new seed (up to 8 tried) before it fails. Lookups read one region
+    /// word and 2 or 3 buckets; no stash. Failures and rebuilds stay local
+    /// to one region, which suits tables built, moved or swapped in pieces.
+    /// Inserts lock their region, so keys of one region insert one at a
+    /// time; like [`Scheme::Cuckoo`], do not mix lookups with concurrent
+    /// inserts in your own kernels. Erase frees the slot.
     TwoLevel,
 }
 
@@ -126,6 +142,7 @@ impl Scheme {
         let s = requested.max(MIN_SLOTS);
         let s = match self {
             Scheme::Hashinator { .. } => s.next_power_of_two(),
+            Scheme::TwoLevel => cuckoo::round_to_regions(s.div_ceil(per_bucket)) * per_bucket,
             _ => s.div_ceil(per_bucket) * per_bucket,
         };
         (s <= MAX_SLOTS).then_some(s)
@@ -139,8 +156,8 @@ impl Scheme {
             Scheme::Linear | Scheme::Hashinator { .. } => 0,
             // One lock bit per bucket.
             Scheme::RobinHood => buckets.div_ceil(64),
-            // Filled in by each scheme's implementation.
-            Scheme::Cuckoo | Scheme::TwoLevel => 0,
+            Scheme::Cuckoo => cuckoo::FlatAux { buckets }.words(),
+            Scheme::TwoLevel => cuckoo::Regions::of(buckets).words(),
         }
     }
 
@@ -156,6 +173,7 @@ impl Scheme {
             // off may want more: tombstones are never reused and push keys
             // further out.
             Scheme::RobinHood => 32,
+            Scheme::Cuckoo | Scheme::TwoLevel => cuckoo::DEFAULT_EVICTIONS,
             _ => DEFAULT_MAX_PROBE_BUCKETS,
         }
     }

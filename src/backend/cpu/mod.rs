@@ -2,6 +2,7 @@
 //! with atomic compare-and-swap. It is a real backend and the reference the
 //! GPU results are checked against.
 
+mod cuckoo;
 mod linear;
 mod robin_hood;
 
@@ -142,7 +143,14 @@ macro_rules! with_probing {
                 let $p = robin_hood::RobinHood::new(s);
                 $body
             }
-            other => unreachable!("{other} is refused when the table is created"),
+            Scheme::Cuckoo => {
+                let $p = cuckoo::Cuckoo::new(s);
+                $body
+            }
+            Scheme::TwoLevel => {
+                let $p = cuckoo::TwoLevel::new(s);
+                $body
+            }
         }
     }};
 }
@@ -160,9 +168,6 @@ struct InsertTally {
 impl<K: Key, V: Value> CpuTable<K, V> {
     /// An empty table with `config.slots` slots.
     pub fn new(config: Config) -> Result<Self> {
-        if !matches!(config.scheme, Scheme::Linear | Scheme::Hashinator { .. } | Scheme::RobinHood) {
-            return Err(Error::Unsupported(format!("the {} scheme on the CPU", config.scheme)));
-        }
         let cells = alloc_cells::<W<K, V>>(config.slots)?;
         let buckets = config.slots / W::<K, V>::slots_per_bucket() as u64;
         let aux = alloc_aux(config.scheme.aux_words(buckets))?;

@@ -24,6 +24,7 @@ pub const BULK_SOURCE: &str = include_str!("../../../kernels/bulk.cu");
 pub const SCHEME_HEADERS: &[(&str, &str)] = &[
     ("schemes/linear.cuh", include_str!("../../../kernels/schemes/linear.cuh")),
     ("schemes/robin_hood.cuh", include_str!("../../../kernels/schemes/robin_hood.cuh")),
+    ("schemes/cuckoo.cuh", include_str!("../../../kernels/schemes/cuckoo.cuh")),
 ];
 
 /// The kernels of one module.

@@ -316,7 +316,10 @@ impl<K: Key, V: Value> CudaTable<K, V> {
         let slot_removed = meta[3].saturating_sub(self.specials.saturating_sub(specials));
         self.specials = specials;
         self.live = self.live.saturating_sub(slot_removed);
-        self.tombstones += slot_removed;
+        // Cuckoo schemes free the slot instead.
+        if self.config.scheme.erase_leaves_tombstones() {
+            self.tombstones += slot_removed;
+        }
     }
 
     /// `keys[positions]`, gathered on the device (positions are few; the batch may be huge).

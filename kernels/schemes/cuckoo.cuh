@@ -1,0 +1,515 @@
+// Cuckoo placement: the flat scheme (gh::cuckoo: 2 or 3 candidate buckets
+// over the table, a stash in its last buckets, a lock bit per bucket) and
+// the two-level scheme (gh::two_level: a region per key, cuckoo inside it
+// with the region's own seed, one lock per region, region rebuilds). The
+// algorithm is src/backend/cpu/cuckoo.rs step for step (src/core/cuckoo.rs
+// for the geometry), so a serial run places keys as the CPU does.
+//
+// Inserts change a bucket only while holding its lock (flat) or its
+// region's (two-level); locks are only ever tried, never waited for while
+// another is held (a busy one: release all, sleep, start over), so no
+// thread waits on a thread that waits. Lookups and erases take no locks:
+// they must not run while inserts run (a key being moved may be missed).
+#pragma once
+
+namespace gh {
+namespace cuckoo {
+
+// Lock attempts before an insert reports its key as not stored: a guard
+// against livelock, never reached in practice.
+constexpr u32 MAX_ATTEMPTS = 1u << 20;
+constexpr int MAX_CHOICES = 3;
+constexpr int MAX_PATH = (int)GH_CUCKOO_MAX_EVICTIONS;
+
+// Candidate buckets per key: 2 for 8-byte slots, 3 for 16-byte slots.
+template <typename K, typename V> struct Choices {
+    static constexpr int D = ViewCore<K, V>::WORD_BYTES == 8 ? 2 : 3;
+};
+
+__device__ __forceinline__ u64 salt(int j) {
+    return j == 0 ? GH_CUCKOO_SALT_0 : j == 1 ? GH_CUCKOO_SALT_1 : GH_CUCKOO_SALT_2;
+}
+
+// The word steering step `step` of a key's eviction walk.
+__device__ __forceinline__ u64 walk_word(u64 key, u64 seed, u64 step) {
+    return mix64(key ^ (step * 0x9e3779b97f4a7c15ull), seed ^ GH_CUCKOO_WALK_SALT);
+}
+
+// Where candidates are drawn: buckets first .. first + n - 1 under one seed
+// (the flat table's candidate buckets, or one region).
+struct Space {
+    u64 first, n, seed;
+    __device__ __forceinline__ u64 cand(u64 key, int j) const { return first + __umul64hi(mix64(key, seed ^ salt(j)), n); }
+};
+
+// Slot stores go to L2 like the loads (__ldcg), so a thread that takes the
+// lock next sees them after the releasing thread's fence.
+__device__ __forceinline__ void store_raw(u64* p, u64 w) { __stcg(p, w); }
+__device__ __forceinline__ void store_raw(Pair16* p, Pair16 w) { __stcg((ulonglong2*)p, make_ulonglong2(w.k, w.v)); }
+
+template <typename W> __device__ __forceinline__ bool full(typename W::raw w) {
+    u64 k = W::key(w);
+    return k != W::EMPTY_KEY && k != W::TOMB_KEY;
+}
+
+// An eviction path: the resident in slot `slot[i]` of `bucket[i]` moves to
+// `bucket[i + 1]`; the last moves into its EMPTY slot `empty`.
+struct Path {
+    u64 bucket[MAX_PATH + 1];
+    unsigned char slot[MAX_PATH];
+    int n;
+    int empty;
+};
+
+template <typename K, typename V> struct Engine {
+    typedef ViewCore<K, V> C;
+    typedef typename C::W W;
+    typedef typename C::raw raw;
+    static constexpr int D = Choices<K, V>::D;
+    static constexpr int S = C::SLOTS;
+
+    const C& t;
+    __device__ Engine(const C& t_) : t(t_) {}
+
+    __device__ __forceinline__ raw* cell(u64 b, int i) const { return t.slots + b * S + i; }
+
+    __device__ __forceinline__ int first_empty(u64 b) const {
+        for (int i = 0; i < S; ++i)
+            if (W::key(W::load(cell(b, i))) == W::EMPTY_KEY) return i;
+        return -1;
+    }
+
+    // The candidate index and slot holding `key` (false if none).
+    __device__ __forceinline__ bool locate(const u64* xc, u64 key, int* j_out, int* i_out) const {
+        for (int j = 0; j < D; ++j)
+            for (int i = 0; i < S; ++i)
+                if (W::key(W::load(cell(xc[j], i))) == key) { *j_out = j; *i_out = i; return true; }
+        return false;
+    }
+
+    // Stores `word` in the first EMPTY candidate slot, in candidate order.
+    __device__ __forceinline__ bool place_free(const u64* xc, raw word) const {
+        for (int j = 0; j < D; ++j) {
+            int i = first_empty(xc[j]);
+            if (i >= 0) { store_raw(cell(xc[j], i), word); return true; }
+        }
+        return false;
+    }
+
+    // Searches an eviction path of at most `steps` moves from the key's full
+    // candidates `xc`, reading only; `lock(b)` is asked for each bucket the
+    // walk steps into. 1: found, 0: none, -1: a lock was busy (p.bucket[1..n]
+    // are held). Each step moves the first resident (in an order drawn from
+    // walk_word) whose other candidate has an EMPTY slot, else the first that
+    // may move at all; a move never enters the path or a candidate of the key.
+    template <typename L>
+    __device__ int walk(const Space& sp, u64 key, const u64* xc, u64 steps, Path& p, L&& lock) const {
+        p.n = 0;
+        if (steps > GH_CUCKOO_MAX_EVICTIONS) steps = GH_CUCKOO_MAX_EVICTIONS;
+        for (u64 step = 0; step < steps; ++step) {
+            const u64 r = walk_word(key, sp.seed, step);
+            const int froms = step == 0 ? D : 1;
+            bool have = false;
+            u64 pcur = 0, pc = 0;
+            int ps = 0;
+            for (int f = 0; f < froms; ++f) {
+                const u64 cur = step == 0 ? xc[(r + (u64)f) % D] : p.bucket[p.n];
+                for (int t2 = 0; t2 < S; ++t2) {
+                    const int s = (int)((r + (u64)t2) % S);
+                    raw w = W::load(cell(cur, s));
+                    if (!full<W>(w)) continue;
+                    const u64 z = W::key(w);
+                    for (int u = 0; u < D; ++u) {
+                        const u64 c = sp.cand(z, (int)(((r >> 32) + (u64)u) % D));
+                        bool excluded = false;
+                        for (int j = 0; j < D; ++j) excluded |= xc[j] == c;
+                        if (step > 0)
+                            for (int j = 0; j <= p.n; ++j) excluded |= p.bucket[j] == c;
+                        if (excluded) continue;
+                        const bool free = first_empty(c) >= 0;
+                        if (!have || free) { have = true; pcur = cur; pc = c; ps = s; }
+                        if (free) goto picked;
+                    }
+                }
+            }
+        picked:
+            if (!have) return 0;
+            if (!lock(pc)) return -1;
+            p.bucket[p.n] = pcur;
+            p.slot[p.n] = (unsigned char)ps;
+            p.n += 1;
+            p.bucket[p.n] = pc;
+            const int e = first_empty(pc);
+            if (e >= 0) { p.empty = e; return 1; }
+        }
+        return 0;
+    }
+
+    // Applies a path, last move first (every key stays in some slot), and
+    // stores `word` where the first resident was.
+    __device__ void apply(const Path& p, raw word) const {
+        int dst = p.empty;
+        for (int i = p.n - 1; i >= 0; --i) {
+            const int src = p.slot[i];
+            store_raw(cell(p.bucket[i + 1], dst), W::load(cell(p.bucket[i], src)));
+            dst = src;
+        }
+        store_raw(cell(p.bucket[0], dst), word);
+    }
+
+    // Empties a slot holding `k`; false if another erase took it first.
+    __device__ __forceinline__ bool free_slot(raw* slot, u64 k) const {
+        raw cur = W::load(slot);
+        while (W::key(cur) == k) {
+            raw prev = W::cas(slot, cur, W::empty());
+            if (W::eq(prev, cur)) return true;
+            cur = prev;
+        }
+        return false;
+    }
+
+    // Lookup in the candidates: reads them all unless found.
+    __device__ __forceinline__ bool find_in(const u64* xc, u64 key, V* out) const {
+        bool hit = false;
+        for (int j = 0; j < D && !hit; ++j) {
+            t.scan_bucket(cell(xc[j], 0), [&](int, u64 kk, u64 vv) {
+                if (kk != key) return false;
+                *out = from_bits<V>(vv);
+                hit = true;
+                return true;
+            });
+        }
+        return hit;
+    }
+};
+
+// Sleeps before attempt `attempt` again, longer each time (at most ~4 us).
+__device__ __forceinline__ void back_off(u32 attempt) {
+    __nanosleep(32u << (attempt < 7 ? attempt : 7));
+}
+
+// ---- flat ---------------------------------------------------------------------
+
+// Stash slots (in the last buckets) for a table: src/core/cuckoo.rs stash_buckets.
+__device__ __forceinline__ u64 stash_buckets(u64 buckets, u64 spb) {
+    u64 want = GH_CUCKOO_STASH_PAIRS / spb;
+    return buckets / 32 < want ? buckets / 32 : want;
+}
+
+template <typename K, typename V> struct Flat {
+    typedef Engine<K, V> E;
+    typedef typename E::raw raw;
+    typedef typename E::W W;
+    static constexpr int D = E::D;
+    static constexpr int S = E::S;
+
+    E e;
+    u64 main;     // candidate buckets; the stash follows
+    int stash;    // stash slots
+    u32* locks;   // bit b locks bucket b; bit `buckets` the stash
+    u64* mask;    // bit i: stash slot i holds a pair
+
+    __device__ Flat(const ViewCore<K, V>& t) : e(t) {
+        u64 sb = stash_buckets(t.buckets, S);
+        main = t.buckets - sb;
+        stash = (int)(sb * S);
+        locks = (u32*)t.aux;
+        mask = t.aux + (t.buckets + 1 + 63) / 64;
+    }
+    __device__ __forceinline__ Space space() const { return Space{0, main, e.t.seed}; }
+    __device__ __forceinline__ raw* stash_cell(int i) const { return e.t.slots + main * S + i; }
+    __device__ __forceinline__ u64 stash_mask() const { return __ldcg(mask); }
+
+    __device__ __forceinline__ bool try_lock(u64 b) const {
+        u32 bit = 1u << (b & 31);
+        return !(atomicOr(&locks[b >> 5], bit) & bit);
+    }
+    __device__ __forceinline__ void unlock(u64 b) const { atomicAnd(&locks[b >> 5], ~(1u << (b & 31))); }
+
+    // Releases the candidates (each once) and the path's buckets.
+    __device__ __forceinline__ void release(const u64* xc, int locked_cands, const Path& p) const {
+        __threadfence();
+        for (int j = 0; j < locked_cands; ++j) {
+            bool dup = false;
+            for (int i = 0; i < j; ++i) dup |= xc[i] == xc[j];
+            if (!dup) unlock(xc[j]);
+        }
+        for (int i = 1; i <= p.n; ++i) unlock(p.bucket[i]);
+    }
+
+    // The stash slot holding `key`, or -1.
+    __device__ __forceinline__ int stash_find(u64 key) const {
+        if (stash_mask() == 0) return -1;
+        for (int i = 0; i < stash; ++i)
+            if (W::key(W::load(stash_cell(i))) == key) return i;
+        return -1;
+    }
+
+    // One attempt; -1 if a lock was busy (everything released).
+    __device__ int try_insert(const u64* xc, u64 k, V value, u32 mode, u32 op, Path& p) const {
+        p.n = 0;
+        for (int j = 0; j < D; ++j) {
+            bool dup = false;
+            for (int i = 0; i < j; ++i) dup |= xc[i] == xc[j];
+            if (dup) continue;
+            if (!try_lock(xc[j])) { release(xc, j, p); return -1; }
+        }
+        __threadfence();
+        const raw word = W::pack(k, to_bits<V>(value));
+        int r;
+        int j, i;
+        if (e.locate(xc, k, &j, &i)) {
+            e.t.update_value(e.cell(xc[j], i), value, mode, op);
+            r = EXISTING;
+        } else if ((i = stash_find(k)) >= 0) {
+            // Only inserts of this key (which hold its candidates) stash it.
+            e.t.update_value(stash_cell(i), value, mode, op);
+            r = EXISTING;
+        } else if (e.place_free(xc, word)) {
+            r = INSERTED;
+        } else {
+            int w = e.walk(space(), k, xc, e.t.limit, p, [&](u64 b) { return try_lock(b); });
+            if (w < 0) { release(xc, D, p); return -1; }
+            if (w > 0) {
+                e.apply(p, word);
+                r = INSERTED;
+            } else if (stash == 0) {
+                r = FAILED;
+            } else {
+                const u64 sl = e.t.buckets;
+                if (!try_lock(sl)) { release(xc, D, p); return -1; }
+                __threadfence();
+                r = FAILED;
+                for (int s = 0; s < stash; ++s) {
+                    if (W::key(W::load(stash_cell(s))) != W::EMPTY_KEY) continue;
+                    store_raw(stash_cell(s), word);
+                    __threadfence();
+                    atomicOr(mask, 1ull << s);
+                    r = INSERTED;
+                    break;
+                }
+                __threadfence();
+                unlock(sl);
+            }
+        }
+        release(xc, D, p);
+        return r;
+    }
+};
+
+template <typename K, typename V>
+__device__ __forceinline__ void candidates(const Flat<K, V>& f, u64 k, u64* xc) {
+    const Space sp = f.space();
+    for (int j = 0; j < Flat<K, V>::D; ++j) xc[j] = sp.cand(k, j);
+}
+
+template <typename K, typename V>
+__device__ __forceinline__ bool find(const ViewCore<K, V>& t, u64 key, V* out) {
+    Flat<K, V> f(t);
+    u64 xc[MAX_CHOICES];
+    candidates(f, key, xc);
+    if (f.e.find_in(xc, key, out)) return true;
+    int i = f.stash_find(key);
+    if (i < 0) return false;
+    *out = from_bits<V>(Flat<K, V>::W::value(Flat<K, V>::W::load(f.stash_cell(i))));
+    return true;
+}
+
+template <typename K, typename V>
+__device__ int insert(const ViewCore<K, V>& t, u64 k, V value, u32 mode, u32 op) {
+    Flat<K, V> f(t);
+    u64 xc[MAX_CHOICES];
+    candidates(f, k, xc);
+    Path p;
+    for (u32 attempt = 0; attempt < MAX_ATTEMPTS; ++attempt) {
+        int r = f.try_insert(xc, k, value, mode, op, p);
+        if (r >= 0) return r;
+        back_off(attempt);
+    }
+    return FAILED;
+}
+
+template <typename K, typename V>
+__device__ __forceinline__ bool erase(const ViewCore<K, V>& t, u64 k) {
+    Flat<K, V> f(t);
+    u64 xc[MAX_CHOICES];
+    candidates(f, k, xc);
+    int j, i;
+    if (f.e.locate(xc, k, &j, &i)) return f.e.free_slot(f.e.cell(xc[j], i), k);
+    i = f.stash_find(k);
+    if (i < 0) return false;
+    // Of two erases of one key, only the one that empties the slot clears its bit.
+    if (!f.e.free_slot(f.stash_cell(i), k)) return false;
+    atomicAnd(f.mask, ~(1ull << i));
+    return true;
+}
+
+// Index of the candidate holding the key at `slot`; D for the stash.
+template <typename K, typename V>
+__device__ __forceinline__ u64 displacement(const ViewCore<K, V>& t, u64 key, u64 slot) {
+    Flat<K, V> f(t);
+    u64 xc[MAX_CHOICES];
+    candidates(f, key, xc);
+    const u64 b = slot / ViewCore<K, V>::SLOTS;
+    for (int j = 0; j < Flat<K, V>::D; ++j)
+        if (xc[j] == b) return (u64)j;
+    return (u64)Flat<K, V>::D;
+}
+
+}  // namespace cuckoo
+
+// ---- two-level ---------------------------------------------------------------------
+
+namespace two_level {
+
+using cuckoo::Engine;
+using cuckoo::Path;
+using cuckoo::Space;
+using cuckoo::store_raw;
+
+template <typename K, typename V> struct Regions {
+    typedef Engine<K, V> E;
+    typedef typename E::raw raw;
+    typedef typename E::W W;
+    static constexpr int D = E::D;
+    static constexpr int S = E::S;
+
+    E e;
+    u64 count;    // regions
+    u64 rb;       // buckets per region
+    __device__ Regions(const ViewCore<K, V>& t) : e(t) {
+        if (t.buckets <= GH_CUCKOO_REGION_BUCKETS) { count = 1; rb = t.buckets; }
+        else { count = t.buckets / GH_CUCKOO_REGION_BUCKETS; rb = GH_CUCKOO_REGION_BUCKETS; }
+    }
+    __device__ __forceinline__ u64 region(u64 key) const { return __umul64hi(mix64(key, e.t.seed), count); }
+    __device__ __forceinline__ Space space(u64 r, u64 n) const {
+        return Space{r * rb, rb, mix64(r ^ (n << 40), e.t.seed ^ GH_CUCKOO_REGION_SALT)};
+    }
+    // Region r's space as lookups see it (seed number from its region word).
+    __device__ __forceinline__ Space current(u64 r) const { return space(r, __ldcg(&e.t.aux[r]) & ~GH_CUCKOO_REGION_LOCK); }
+
+    __device__ __forceinline__ void cands(const Space& sp, u64 k, u64* xc) const {
+        for (int j = 0; j < D; ++j) xc[j] = sp.cand(k, j);
+    }
+
+    // Places a pair in a locked region: an EMPTY candidate, else a path.
+    __device__ bool place(const Space& sp, raw word, u64 steps, Path& p) const {
+        u64 xc[cuckoo::MAX_CHOICES];
+        cands(sp, W::key(word), xc);
+        if (e.place_free(xc, word)) return true;
+        if (e.walk(sp, W::key(word), xc, steps, p, [](u64) { return true; }) <= 0) return false;
+        e.apply(p, word);
+        return true;
+    }
+
+    // Rebuilds locked region r (seed number n) with the next seeds so that it
+    // also holds `word`, in a rebuild area claimed from the pool; returns the
+    // new seed number, or n with the region restored exactly.
+    __device__ u64 rebuild(u64 r, u64 n, raw word, Path& p, bool* ok) const {
+        const u64 m = rb * S;
+        raw* reg = e.t.slots + r * rb * S;
+        u64 live = 0;
+        for (u64 i = 0; i < m; ++i) live += cuckoo::full<W>(W::load(reg + i));
+        *ok = false;
+        if ((live + 1) * 32 > m * 31) return n;  // src/core/cuckoo.rs rebuild_may_fit
+        // Claim an area (holders hold one region lock and wait on nothing).
+        u64* pool = e.t.aux + count;
+        const u64 areas = count < GH_CUCKOO_REBUILD_AREAS ? count : GH_CUCKOO_REBUILD_AREAS;
+        u64 a = 0;
+        for (u32 attempt = 0;; ++attempt) {
+            bool got = false;
+            for (a = 0; a < areas; ++a)
+                if (!(atomicOr(pool, 1ull << a) & (1ull << a))) { got = true; break; }
+            if (got) break;
+            cuckoo::back_off(attempt);
+        }
+        __threadfence();
+        raw* area = (raw*)(e.t.aux + (count + 2) / 2 * 2 + a * rb * 4);
+        for (u64 i = 0; i < m; ++i) store_raw(area + i, W::load(reg + i));
+        u64 result = n;
+        for (u64 tries = 1; tries <= GH_CUCKOO_REBUILD_SEEDS && !*ok; ++tries) {
+            const Space sp = space(r, n + tries);
+            for (u64 i = 0; i < m; ++i) store_raw(reg + i, W::empty());
+            bool all = true;
+            for (u64 i = 0; i < m && all; ++i) {
+                raw w = W::load(area + i);
+                if (cuckoo::full<W>(w)) all = place(sp, w, GH_CUCKOO_MAX_EVICTIONS, p);
+            }
+            if (all && place(sp, word, GH_CUCKOO_MAX_EVICTIONS, p)) { *ok = true; result = n + tries; }
+        }
+        if (!*ok)
+            for (u64 i = 0; i < m; ++i) store_raw(reg + i, W::load(area + i));
+        __threadfence();
+        atomicAnd(pool, ~(1ull << a));
+        return result;
+    }
+};
+
+template <typename K, typename V>
+__device__ __forceinline__ bool find(const ViewCore<K, V>& t, u64 key, V* out) {
+    Regions<K, V> g(t);
+    u64 xc[cuckoo::MAX_CHOICES];
+    g.cands(g.current(g.region(key)), key, xc);
+    return g.e.find_in(xc, key, out);
+}
+
+template <typename K, typename V>
+__device__ int insert(const ViewCore<K, V>& t, u64 k, V value, u32 mode, u32 op) {
+    typedef typename Regions<K, V>::W W;
+    Regions<K, V> g(t);
+    const u64 r = g.region(k);
+    u64* rw = &t.aux[r];
+    u64 old = 0;
+    for (u32 attempt = 0;; ++attempt) {
+        old = atomicOr(rw, GH_CUCKOO_REGION_LOCK);
+        if (!(old & GH_CUCKOO_REGION_LOCK)) break;
+        if (attempt == cuckoo::MAX_ATTEMPTS) return FAILED;
+        cuckoo::back_off(attempt);
+    }
+    __threadfence();
+    u64 n = old;
+    const Space sp = g.space(r, n);
+    u64 xc[cuckoo::MAX_CHOICES];
+    g.cands(sp, k, xc);
+    const typename W::raw word = W::pack(k, to_bits<V>(value));
+    Path p;
+    int res, j, i;
+    if (g.e.locate(xc, k, &j, &i)) {
+        t.update_value(g.e.cell(xc[j], i), value, mode, op);
+        res = EXISTING;
+    } else if (g.place(sp, word, t.limit, p)) {
+        res = INSERTED;
+    } else {
+        bool ok;
+        n = g.rebuild(r, n, word, p, &ok);
+        res = ok ? INSERTED : FAILED;
+    }
+    // Publishes the region's writes, then unlocks with its seed number.
+    __threadfence();
+    atomicExch(rw, n);
+    return res;
+}
+
+template <typename K, typename V>
+__device__ __forceinline__ bool erase(const ViewCore<K, V>& t, u64 k) {
+    Regions<K, V> g(t);
+    u64 xc[cuckoo::MAX_CHOICES];
+    g.cands(g.current(g.region(k)), k, xc);
+    int j, i;
+    if (!g.e.locate(xc, k, &j, &i)) return false;
+    return g.e.free_slot(g.e.cell(xc[j], i), k);
+}
+
+template <typename K, typename V>
+__device__ __forceinline__ u64 displacement(const ViewCore<K, V>& t, u64 key, u64 slot) {
+    Regions<K, V> g(t);
+    u64 xc[cuckoo::MAX_CHOICES];
+    g.cands(g.current(g.region(key)), key, xc);
+    const u64 b = slot / ViewCore<K, V>::SLOTS;
+    for (int j = 0; j < Regions<K, V>::D; ++j)
+        if (xc[j] == b) return (u64)j;
+    return (u64)Regions<K, V>::D;
+}
+
+}  // namespace two_level
+}  // namespace gh
