@@ -251,6 +251,7 @@ template <typename K, typename V> struct ViewCore {
 // Each scheme's operations: find(v, key, out), insert(v, key, value, mode, op),
 // erase(v, key) and displacement(v, key, slot) on a ViewCore, in-slot keys only.
 #include "schemes/linear.cuh"
+#include "schemes/hashinator.cuh"
 
 namespace gh {
 

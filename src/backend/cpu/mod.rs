@@ -2,6 +2,7 @@
 //! with atomic compare-and-swap. It is a real backend and the reference the
 //! GPU results are checked against.
 
+mod hashinator;
 mod linear;
 
 use std::marker::PhantomData;
@@ -425,6 +426,13 @@ impl<K: Key, V: Value> Backend<K, V> for CpuTable<K, V> {
         self.tombstones = 0;
         self.specials = [None, None];
         Ok(())
+    }
+
+    fn clean_tombstones(&mut self) -> Result<()> {
+        if crate::backend::hashinator::cleans_in_place(self.config.scheme) {
+            return self.clean_in_place();
+        }
+        self.rehash(self.slots())
     }
 
     fn rehash(&mut self, slots: u64) -> Result<()> {

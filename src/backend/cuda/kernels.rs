@@ -21,7 +21,10 @@ pub const DEVICE_HEADER: &str = include_str!("../../../kernels/gpuhash.cuh");
 /// The bulk kernels (`kernels/bulk.cu`).
 pub const BULK_SOURCE: &str = include_str!("../../../kernels/bulk.cu");
 /// Each scheme's device code, by the path the headers include it as.
-pub const SCHEME_HEADERS: &[(&str, &str)] = &[("schemes/linear.cuh", include_str!("../../../kernels/schemes/linear.cuh"))];
+pub const SCHEME_HEADERS: &[(&str, &str)] = &[
+    ("schemes/linear.cuh", include_str!("../../../kernels/schemes/linear.cuh")),
+    ("schemes/hashinator.cuh", include_str!("../../../kernels/schemes/hashinator.cuh")),
+];
 
 /// The kernels of one module.
 pub(crate) struct Kernels {
@@ -34,6 +37,7 @@ pub(crate) struct Kernels {
     pub export: CudaFunction,
     pub displacement: CudaFunction,
     pub gather_keys: CudaFunction,
+    pub clean_extract: CudaFunction,
 }
 
 /// C type names for `-DGH_KEY_T` / `-DGH_VALUE_T`.
@@ -163,6 +167,7 @@ pub(crate) fn kernels(ctx: &Arc<CudaContext>, key_bits: u32, value: ValueKind, s
         export: f("gh_export")?,
         displacement: f("gh_displacement")?,
         gather_keys: f("gh_gather_keys")?,
+        clean_extract: f("gh_clean_extract")?,
     });
     map.lock().unwrap_or_else(|p| p.into_inner()).insert(key, k.clone());
     Ok(k)
@@ -202,7 +207,7 @@ mod tests {
             for key_bits in [32, 64] {
                 for kind in [ValueKind::U32, ValueKind::I32, ValueKind::F32, ValueKind::U64, ValueKind::I64, ValueKind::F64] {
                     let ptx = ptx_for(key_bits, kind, scheme, "compute_90").unwrap();
-                    for name in ["gh_insert", "gh_find", "gh_contains", "gh_erase", "gh_rehash", "gh_export"] {
+                    for name in ["gh_insert", "gh_find", "gh_contains", "gh_erase", "gh_rehash", "gh_export", "gh_clean_extract"] {
                         assert!(ptx.contains(name), "{name} missing for {scheme} u{key_bits}/{kind:?}");
                     }
                     modules += 1;
