@@ -35,6 +35,10 @@ pub(crate) enum Op {
     ApplySum,
     /// Rounds of insert, erase and find calls in the `--mix` proportions.
     Mixed,
+    /// `clean_tombstones`, then reinsertion of erased keys (see `clean.rs`).
+    CleanReinsert,
+    /// A rehash at the same capacity, then the same reinsertion.
+    RehashReinsert,
 }
 
 impl Op {
@@ -48,6 +52,8 @@ impl Op {
         Op::Erase,
         Op::ApplySum,
         Op::Mixed,
+        Op::CleanReinsert,
+        Op::RehashReinsert,
     ];
 
     pub(crate) fn name(self) -> &'static str {
@@ -61,6 +67,8 @@ impl Op {
             Op::Erase => "erase",
             Op::ApplySum => "apply_sum",
             Op::Mixed => "mixed",
+            Op::CleanReinsert => "clean_reinsert",
+            Op::RehashReinsert => "rehash_reinsert",
         }
     }
 
@@ -171,7 +179,8 @@ impl GridSpec {
                 for &size in &self.sizes {
                     let slots = round_slots(size, sb as usize).unwrap_or(size);
                     for &op in &self.ops {
-                        for &load in &self.loads {
+                        let loads = op.fixed_load().map_or_else(|| self.loads.clone(), |l| vec![l]);
+                        for &load in &loads {
                             if load > 1.0 && !op.allows_overfull() {
                                 continue;
                             }
@@ -301,6 +310,10 @@ pub(crate) fn prefilled_table<K: GenKey, V: Value>(
         let rejected = rejected_of(table.insert_or_assign(&w.prefill, &w.prefill_values))?;
         stored = w.prefill.len() as u64 - rejected;
     }
+    let erased = super::clean::erased_before(case.op, w);
+    if !erased.is_empty() {
+        stored -= table.erase(erased)?;
+    }
     Ok((table, stored))
 }
 
@@ -361,8 +374,11 @@ impl<K: GenKey, V: Value> Target<K, V> for TableTarget<K, V> {
         let start = Instant::now();
         let outcome: Result<(u64, u64), TableError> = (|| {
             let t = &mut table;
+            super::clean::make_room(t, case.op)?;
             Ok(match case.op {
-                Op::Insert => (rejected_of(t.insert_or_assign(&w.keys, &w.values))?, 0),
+                Op::Insert | Op::CleanReinsert | Op::RehashReinsert => {
+                    (rejected_of(t.insert_or_assign(&w.keys, &w.values))?, 0)
+                }
                 Op::InsertIfAbsent => (rejected_of(t.insert_if_absent(&w.keys, &w.values))?, 0),
                 Op::ApplySum => (rejected_of(t.insert_or_apply(&w.keys, &w.values, Reduce::Sum))?, 0),
                 Op::FindHit | Op::FindMiss50 | Op::FindMiss => (0, t.find_into(&w.keys, vals, found)?),

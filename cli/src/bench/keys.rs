@@ -163,6 +163,7 @@ impl<K: GenKey, V: Value> Workload<K, V> {
                 w.values = vec![V::from_bits(1); (n * m) as usize];
             }
             Op::Mixed => w.build_mixed(case, &g),
+            Op::CleanReinsert | Op::RehashReinsert => w.build_clean(n, &g),
         }
         w
     }
