@@ -230,38 +230,41 @@ extern "C" __global__ void gh_displacement(View t, u64 slots) {
 }
 
 // Tombstone cleaning, step 1 (Linear and Hashinator; the host rehashes for
-// other schemes): one thread per group of G slots (a bucket for Linear, a
-// slot for Hashinator; see clean_home_group). Keys in their home group are
-// packed to the group's front; the others are appended to keys_out /
-// values_out (counters[3] counts them, one atomic per warp) and their slots,
-// like every tombstone, become EMPTY. counters[0] counts the live keys seen.
-// A key that finds the buffer full (`cap` too small: the host's live count
-// was stale) stays in its group and is counted in counters[2]; the host then
-// rebuilds the table, which reads every slot, so no key is lost.
-// Every thread of a block runs the same iterations (warp shuffles below).
-extern "C" __global__ void gh_clean_extract(View t, u64 groups, K* keys_out, V* values_out, u64 cap) {
-#if GH_SCHEME == GH_SCHEME_HASHINATOR
-    constexpr int G = 1;
-#else
+// other schemes): one thread per bucket. Keys that lookups will still reach
+// stay (gh::clean_stays; Linear packs them to the bucket's front); the others
+// are appended to keys_out / values_out (counters[3] counts them, one atomic
+// per warp) and their slots, like every tombstone, become EMPTY. counters[0]
+// counts the live keys seen. A key that finds the buffer full (`cap` too
+// small: the host's live count was stale) stays in its bucket and is counted
+// in counters[2]; the host then rebuilds the table, which reads every slot,
+// so no key is lost. Every thread of a block runs the same iterations (warp
+// shuffles below).
+extern "C" __global__ void gh_clean_extract(View t, u64 buckets, K* keys_out, V* values_out, u64 cap) {
     constexpr int G = View::SLOTS;
-#endif
+    constexpr bool PACK = GH_SCHEME != GH_SCHEME_HASHINATOR;
     typedef View::W W;
     const u32 lane = threadIdx.x & 31;
     u64 live = 0, overflow = 0;
-    for (u64 first = blockIdx.x * (u64)blockDim.x; first < groups; first += grid_stride()) {
-        const u64 g = first + threadIdx.x;
-        const bool in = g < groups;
-        View::raw* slots = t.slots + (in ? g : 0) * G;
+    for (u64 first = blockIdx.x * (u64)blockDim.x; first < buckets; first += grid_stride()) {
+        const u64 b = first + threadIdx.x;
+        const bool in = b < buckets;
+        View::raw* slots = t.slots + (in ? b : 0) * G;
         View::raw w[G];
-        u32 keep = 0, lift = 0, was_empty = 0;  // bit j: slot j of the group
+        u32 keep = 0, lift = 0, was_empty = 0;  // bit j: slot j of the bucket
+        int gap = -1;                           // last slot so far that ends up EMPTY
 #pragma unroll
         for (int j = 0; j < G; ++j) {
             w[j] = in ? W::load(&slots[j]) : W::empty();
             const u64 k = W::key(w[j]);
             if (k == W::EMPTY_KEY) was_empty |= 1u << j;
-            if (k == W::EMPTY_KEY || k == W::TOMB_KEY) continue;
-            if (gh::clean_home_group<GH_SCHEME>(t, k) == g) keep |= 1u << j;
-            else lift |= 1u << j;
+            if (k == W::EMPTY_KEY || k == W::TOMB_KEY) {
+                gap = j;
+            } else if (gh::clean_stays<GH_SCHEME>(t, k, b, j, gap)) {
+                keep |= 1u << j;
+            } else {
+                lift |= 1u << j;
+                gap = j;
+            }
         }
         live += __popc(keep) + __popc(lift);
         // Warp-wide exclusive prefix of the lifted counts: one atomic per warp.
@@ -278,8 +281,7 @@ extern "C" __global__ void gh_clean_extract(View t, u64 groups, K* keys_out, V* 
         base = __shfl_sync(0xffffffffu, base, 31);
         u64 at = base + (incl - mine);
         if (!in) continue;
-        // Pack what stays to the front (slot dst <= j, so nothing unread is overwritten).
-        u32 dst = 0;
+        u32 dst = 0;  // PACK: the next front slot (dst <= j, so nothing unread is overwritten)
 #pragma unroll
         for (int j = 0; j < G; ++j) {
             bool stays = keep >> j & 1;
@@ -293,14 +295,20 @@ extern "C" __global__ void gh_clean_extract(View t, u64 groups, K* keys_out, V* 
                 }
                 ++at;
             }
-            if (stays) {
-                if (dst != (u32)j) slots[dst] = w[j];
-                ++dst;
+            if (PACK) {
+                if (stays) {
+                    if (dst != (u32)j) slots[dst] = w[j];
+                    ++dst;
+                }
+            } else if (!stays && !(was_empty >> j & 1)) {
+                slots[j] = W::empty();
             }
         }
+        if (PACK) {
 #pragma unroll
-        for (int j = 0; j < G; ++j)
-            if ((u32)j >= dst && !(was_empty >> j & 1)) slots[j] = W::empty();
+            for (int j = 0; j < G; ++j)
+                if ((u32)j >= dst && !(was_empty >> j & 1)) slots[j] = W::empty();
+        }
     }
     block_add(&t.meta->counters[0], live);
     block_add(&t.meta->counters[2], overflow);

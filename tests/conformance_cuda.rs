@@ -9,3 +9,6 @@ use gpuhash::{Device, Scheme};
 
 conformance_suite!(cuda_linear, Device::Cuda(0), Scheme::Linear);
 conformance_suite!(cuda_hashinator, Device::Cuda(0), Scheme::Hashinator { team: 8 });
+// The team kernels at the smallest and the largest team size.
+conformance_suite!(cuda_hashinator_t4, Device::Cuda(0), Scheme::Hashinator { team: 4 });
+conformance_suite!(cuda_hashinator_t32, Device::Cuda(0), Scheme::Hashinator { team: 32 });

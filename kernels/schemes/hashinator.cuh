@@ -188,15 +188,22 @@ __device__ __forceinline__ bool team_erase(const ViewCore<K, V>& t, const Team& 
 }  // namespace hashinator
 
 // ---- tombstone cleaning (Linear and Hashinator) ------------------------------
-// A key stays where it is only when it sits in its home group: its home
-// bucket (Linear) or its home slot (Hashinator). Lookups scan a group from
-// its first slot and stop at the first EMPTY one, so the keys that stay are
-// packed to the front of their group; the rest are lifted out and inserted
-// again. Group = G slots; the group a key calls home:
+// The compaction (gh_clean_extract) leaves a key in place only where lookups
+// still reach it once lifted keys and tombstones are EMPTY (lookups stop at
+// the first EMPTY slot); the rest are lifted out and inserted again. One
+// thread sees one bucket, its slots j = 0, 1, ... in order.
+// Linear: a key stays iff its home bucket is this one; lookups scan the
+// bucket from its start, so the kernel packs the keys that stay to its front.
+// Hashinator: a key at slot j stays iff its home slot lies in this bucket at
+// or before j and no slot from there to j turns EMPTY (`gap` is the last one
+// before j that does, -1 if none); such keys do not move.
 template <u32 S, typename K, typename V>
-__device__ __forceinline__ u64 clean_home_group(const ViewCore<K, V>& t, u64 key) {
-    if (S == GH_SCHEME_HASHINATOR) return hashinator::home_slot(t, key);
-    return t.home(key);
+__device__ __forceinline__ bool clean_stays(const ViewCore<K, V>& t, u64 key, u64 bucket, int j, int gap) {
+    if (S == GH_SCHEME_HASHINATOR) {
+        const u64 h = hashinator::home_slot(t, key), first = bucket * ViewCore<K, V>::SLOTS;
+        return h >= first && h <= first + j && (long long)(h - first) > gap;
+    }
+    return t.home(key) == bucket;
 }
 
 }  // namespace gh

@@ -3,11 +3,14 @@
 //! For the linear schemes ([`Scheme::Linear`], [`Scheme::Hashinator`]) a
 //! backend cleans in two steps instead of rebuilding the table:
 //!
-//! 1. A parallel compaction reads every slot: keys in their home group (home
-//!    bucket for Linear, home slot for Hashinator) stay, packed to the front
-//!    of the group; every other key is lifted into a buffer and its slot, like
-//!    every tombstone, becomes EMPTY. Lookups scan a group from its start and
-//!    stop at its first EMPTY slot, so the keys that stay remain reachable.
+//! 1. A parallel compaction reads every bucket and leaves in place only the
+//!    keys that lookups, which stop at the first EMPTY slot, still reach once
+//!    every other slot is EMPTY: for Linear the keys whose home bucket it is,
+//!    packed to its front (lookups scan a bucket from its start); for
+//!    Hashinator a key whose home slot lies in the same bucket, at or before
+//!    it, with no slot between turning EMPTY (the paper lifts every key past
+//!    its home slot; this keeps more). Every other key is lifted into a
+//!    buffer and its slot, like every tombstone, becomes EMPTY.
 //! 2. The lifted keys are inserted again with the scheme's insert, each into
 //!    the first EMPTY slot of its sequence, so lookups find them too.
 //!
@@ -15,13 +18,13 @@
 //! each tombstone became one, so there are at least as many EMPTY slots as
 //! keys to place, and a walk over the whole table always finds one. Within
 //! the probe limit too: put back one at a time in slot order (from a slot
-//! that was EMPTY before), each key lands no further from home than the
-//! group it sat in, since the keys before it land no further than theirs
-//! and the keys that stay only move to the front of their own group, so its
-//! group still has a free slot when its walk reaches it. The parallel
-//! reinsertion only approximates that order (on the GPU not at all), so a
-//! key may be pushed past a probe limit much shorter than the table; such a
-//! key goes to [`rebuild_with`], which never drops it.
+//! that was EMPTY before), each key lands no further from home than it sat
+//! (Linear: than its bucket), since the keys before it land no further than
+//! theirs and the keys that stay move at most to the front of their own
+//! bucket, so its slot (bucket) is still free when its walk reaches it.
+//! The parallel reinsertion only approximates that order (on the GPU not at
+//! all), so a key may be pushed past a probe limit much shorter than the
+//! table; such a key goes to [`rebuild_with`], which never drops it.
 
 use super::{Backend, InsertMode};
 use crate::core::keys::{Key, Value};

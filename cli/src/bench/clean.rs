@@ -45,7 +45,7 @@ impl<K: GenKey, V: Value> Workload<K, V> {
 }
 
 /// Keys erased after the prefill and before the timed part (none for other ops).
-pub(crate) fn erased_before<'w, K: GenKey, V: Value>(op: Op, w: &'w Workload<K, V>) -> &'w [K] {
+pub(crate) fn erased_before<K: GenKey, V: Value>(op: Op, w: &Workload<K, V>) -> &[K] {
     if !op.cleans() {
         return &[];
     }

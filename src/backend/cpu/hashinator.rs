@@ -11,57 +11,82 @@ use crate::core::layout::{slot_state, SlotState, Word};
 use crate::core::scheme::Scheme;
 use crate::Result;
 
-/// Slots per parallel task of the compaction (whole groups: a multiple of
-/// every bucket size).
+/// Slots per parallel task of the compaction (whole buckets).
 const COMPACT_CHUNK: usize = 4 * CHUNK;
 
 impl<K: Key, V: Value> CpuTable<K, V> {
-    /// The linear probing policy of this table and its group size in slots
-    /// (a key stays in place during a cleaning only inside its home group).
-    fn linear_policy(&self) -> (Linear<'_, W<K, V>>, u64) {
+    /// The linear probing policy of this table, and whether it is Hashinator's.
+    fn linear_policy(&self) -> (Linear<'_, W<K, V>>, bool) {
         let s = self.slots_ref();
-        let spb = s.spb as u64;
         match self.config.scheme {
             Scheme::Hashinator { .. } => {
                 let log2_slots = s.cells.len().trailing_zeros();
-                (Linear::new(s, Home::Fibonacci { log2_slots }), 1)
+                (Linear::new(s, Home::Fibonacci { log2_slots }), true)
             }
-            _ => (Linear::new(s, Home::Bucket), spb),
+            _ => (Linear::new(s, Home::Bucket), false),
         }
     }
 
-    /// Step 1: packs the keys that sit in their home group to its front,
-    /// empties every other slot, and returns the lifted pairs (as bits) and
-    /// the number of keys left in place.
+    /// Step 1, bucket by bucket: leaves in place the keys lookups still reach
+    /// once lifted keys and tombstones are EMPTY, empties every other slot,
+    /// and returns the lifted pairs (as bits) and the number of keys left.
+    /// Linear: a key stays iff its home bucket is this one, packed to the
+    /// bucket's front (lookups scan a bucket from its start). Hashinator: a
+    /// key at slot j stays iff its home slot is in this bucket at or before
+    /// j and no slot from there to j turns EMPTY; it does not move.
+    /// (`gh_clean_extract` in kernels/bulk.cu does the same.)
     fn compact(&self) -> (Vec<(u64, u64)>, u64) {
-        let (p, group) = self.linear_policy();
-        let g = group as usize;
+        let (p, slotwise) = self.linear_policy();
+        let spb = W::<K, V>::slots_per_bucket();
         let parts: Vec<(Vec<(u64, u64)>, u64)> = self
             .cells
             .par_chunks(COMPACT_CHUNK)
             .enumerate()
             .map(|(c, chunk)| {
                 let (mut lifted, mut kept) = (Vec::new(), 0u64);
-                for (i, cells) in chunk.chunks(g).enumerate() {
-                    let at = ((c * COMPACT_CHUNK) / g + i) as u64;
+                for (i, cells) in chunk.chunks(spb).enumerate() {
+                    let first = (c * COMPACT_CHUNK + i * spb) as u64;
+                    // Packing: the next front slot (dst <= j: the slot written was read already).
                     let mut dst = 0;
-                    for j in 0..cells.len() {
-                        let w = W::<K, V>::load(&cells[j]);
-                        match slot_state(w) {
-                            SlotState::Full(k) if p.home_slot(k) / group == at => {
-                                // dst <= j: the slot written was read already.
-                                if dst != j {
-                                    W::<K, V>::store(&cells[dst], w);
-                                }
-                                dst += 1;
+                    // In place: the last slot so far that ends up EMPTY, and those to empty.
+                    let (mut gap, mut to_empty) = (None::<u64>, 0u32);
+                    for (j, cell) in cells.iter().enumerate() {
+                        let w = W::<K, V>::load(cell);
+                        let k = match slot_state(w) {
+                            SlotState::Full(k) => k,
+                            SlotState::Tombstone => {
+                                (gap, to_empty) = (Some(j as u64), to_empty | 1 << j);
+                                continue;
                             }
-                            SlotState::Full(k) => lifted.push((k, w.value())),
-                            _ => {}
+                            SlotState::Empty => {
+                                gap = Some(j as u64);
+                                continue;
+                            }
+                        };
+                        let h = p.home_slot(k);
+                        let stays = if slotwise {
+                            (first..=first + j as u64).contains(&h) && gap.map_or(true, |g| g < h - first)
+                        } else {
+                            h == first
+                        };
+                        if !stays {
+                            lifted.push((k, w.value()));
+                            (gap, to_empty) = (Some(j as u64), to_empty | 1 << j);
+                        } else if !slotwise {
+                            if dst != j {
+                                W::<K, V>::store(&cells[dst], w);
+                            }
+                            dst += 1;
                         }
+                        kept += stays as u64;
                     }
-                    kept += dst as u64;
-                    for cell in &cells[dst..] {
-                        if slot_state(W::<K, V>::load(cell)) != SlotState::Empty {
+                    for (j, cell) in cells.iter().enumerate() {
+                        let empty = if slotwise {
+                            to_empty >> j & 1 == 1
+                        } else {
+                            j >= dst && slot_state(W::<K, V>::load(cell)) != SlotState::Empty
+                        };
+                        if empty {
                             W::<K, V>::store(cell, W::<K, V>::EMPTY);
                         }
                     }

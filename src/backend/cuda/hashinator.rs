@@ -7,23 +7,16 @@ use super::{grid, CudaTable};
 use crate::backend::hashinator::rebuild_with;
 use crate::backend::InsertMode;
 use crate::core::keys::{Key, Value};
-use crate::core::layout::Word;
-use crate::core::scheme::Scheme;
 use crate::Result;
 
 impl<K: Key, V: Value> CudaTable<K, V> {
     /// Hashinator's tombstone cleaning for the linear schemes: one
-    /// compaction pass (`gh_clean_extract`) lifts the keys that sit past
-    /// their home group into a buffer and empties their slots and every
+    /// compaction pass (`gh_clean_extract`) lifts the keys that lookups
+    /// would no longer reach into a buffer and empties their slots and every
     /// tombstone; the bulk insert kernel puts the lifted keys back.
     pub(super) fn clean_in_place(&mut self) -> Result<()> {
-        // Slots per group: a key stays in place only within its home slot
-        // (Hashinator) or home bucket (Linear); must match gh_clean_extract.
-        let group = match self.config.scheme {
-            Scheme::Hashinator { .. } => 1,
-            _ => K::Word::<V>::slots_per_bucket() as u64,
-        };
-        let groups = self.config.slots / group;
+        // One thread per bucket (see gh::clean_stays for who stays in place).
+        let buckets = self.probe.buckets;
         // Lifted keys are live keys in slots: the live count bounds them. A
         // stale count (users' kernels without `resync`) is caught below.
         let cap = self.live.max(1);
@@ -34,10 +27,10 @@ impl<K: Key, V: Value> CudaTable<K, V> {
         self.zero_counters()?;
         let view = self.view();
         let mut b = self.stream.launch_builder(&self.kernels.clean_extract);
-        b.arg(&view).arg(&groups).arg(&mut keys).arg(&mut values).arg(&cap);
+        b.arg(&view).arg(&buckets).arg(&mut keys).arg(&mut values).arg(&cap);
         // Safety: arguments match gh_clean_extract; both outputs hold `cap`
         // elements and the kernel writes below `cap` only.
-        unsafe { b.launch(grid(groups, self.sms)) }.map_err(|e| self.err(e))?;
+        unsafe { b.launch(grid(buckets, self.sms)) }.map_err(|e| self.err(e))?;
         let meta = self.read_meta()?;
         let (seen, overflow) = (meta[0], meta[2]);
         let lifted = meta[3].min(cap);

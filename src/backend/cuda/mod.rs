@@ -611,6 +611,9 @@ impl<K: Key, V: Value> Backend<K, V> for CudaTable<K, V> {
     }
 }
 
+// Keep the Rust codes and the C++ enum (`gh::ReduceOp`) in step.
+const _: () = assert!(Reduce::Sum.code() == 0 && Reduce::Min.code() == 1 && Reduce::Max.code() == 2);
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -622,6 +625,3 @@ mod tests {
         assert_eq!(grid(1000 * threads_per_key(Scheme::Hashinator { team: 8 }), 132).grid_dim.0, 32);
     }
 }
-
-// Keep the Rust codes and the C++ enum (`gh::ReduceOp`) in step.
-const _: () = assert!(Reduce::Sum.code() == 0 && Reduce::Min.code() == 1 && Reduce::Max.code() == 2);
