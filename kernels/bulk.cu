@@ -43,6 +43,71 @@ __device__ __forceinline__ void block_add(u64* counter, u64 v) {
 __device__ __forceinline__ u64 thread_index() { return blockIdx.x * (u64)blockDim.x + threadIdx.x; }
 __device__ __forceinline__ u64 grid_stride() { return (u64)gridDim.x * blockDim.x; }
 
+#if GH_SCHEME == GH_SCHEME_HASHINATOR
+// Hashinator: a team of t.param lanes per key (kernels/schemes/hashinator.cuh);
+// the host launches keys * team threads. Team k serves keys k, k + teams, ...
+// (every lane of a team sees the same key, so the team stays together), and
+// its first lane does the per-key bookkeeping, so counters stay exact.
+
+// Inserts keys[i] -> values[i]. Positions that find no slot are appended to
+// `failed` (up to `failed_cap`; counters[2] holds the true count).
+extern "C" __global__ void gh_insert(View t, const K* keys, const V* values, u64 n, u32 mode, u32 op,
+                                     u32* failed, u64 failed_cap, u64 base) {
+    const gh::hashinator::Team team(t.param);
+    u64 ins = 0, ex = 0;
+    for (u64 i = thread_index() / team.size; i < n; i += grid_stride() / team.size) {
+        int r = gh::hashinator::team_insert(t, team, keys[i], values[i], mode, op);
+        if (!team.leader()) continue;
+        ins += r == gh::INSERTED;
+        ex += r == gh::EXISTING;
+        if (r == gh::FAILED) {
+            u64 at = atomicAdd(&t.meta->counters[2], 1ull);
+            if (at < failed_cap) failed[at] = (u32)(base + i);
+        }
+    }
+    block_add(&t.meta->counters[0], ins);
+    block_add(&t.meta->counters[1], ex);
+}
+
+// Looks keys up: values (zero bits when absent) and a found mask (0/1 bytes).
+extern "C" __global__ void gh_find(View t, const K* keys, u64 n, V* out, unsigned char* found) {
+    const gh::hashinator::Team team(t.param);
+    u64 hits = 0;
+    for (u64 i = thread_index() / team.size; i < n; i += grid_stride() / team.size) {
+        V v = gh::from_bits<V>(0);
+        bool hit = gh::hashinator::team_find(t, team, keys[i], &v);
+        if (!team.leader()) continue;
+        out[i] = v;
+        found[i] = (unsigned char)hit;
+        hits += hit;
+    }
+    block_add(&t.meta->counters[3], hits);
+}
+
+extern "C" __global__ void gh_contains(View t, const K* keys, u64 n, unsigned char* found) {
+    const gh::hashinator::Team team(t.param);
+    u64 hits = 0;
+    for (u64 i = thread_index() / team.size; i < n; i += grid_stride() / team.size) {
+        V v;
+        bool hit = gh::hashinator::team_find(t, team, keys[i], &v);
+        if (!team.leader()) continue;
+        found[i] = (unsigned char)hit;
+        hits += hit;
+    }
+    block_add(&t.meta->counters[3], hits);
+}
+
+extern "C" __global__ void gh_erase(View t, const K* keys, u64 n) {
+    const gh::hashinator::Team team(t.param);
+    u64 gone = 0;
+    for (u64 i = thread_index() / team.size; i < n; i += grid_stride() / team.size) {
+        bool g = gh::hashinator::team_erase(t, team, keys[i]);
+        gone += team.leader() && g;
+    }
+    block_add(&t.meta->counters[3], gone);
+}
+
+#else
 // Inserts keys[i] -> values[i]. Positions that find no slot are appended to
 // `failed` as `base + i` (up to `failed_cap`; counters[2] holds the true
 // count), so launches over consecutive sub-ranges of one batch report
@@ -92,6 +157,8 @@ extern "C" __global__ void gh_erase(View t, const K* keys, u64 n) {
     for (u64 i = thread_index(); i < n; i += grid_stride()) gone += t.template erase_as<GH_SCHEME>(keys[i]);
     block_add(&t.meta->counters[3], gone);
 }
+
+#endif  // GH_SCHEME == GH_SCHEME_HASHINATOR
 
 // Appends the positions of absent keys (used when more inserts failed than
 // the failure buffer held: a failed key is exactly one left absent).
@@ -265,4 +332,89 @@ extern "C" __global__ void gh_gather_pairs(const K* keys, const V* values, const
         keys_out[j] = keys[pos[j]];
         values_out[j] = values[pos[j]];
     }
+}
+
+// Tombstone cleaning, step 1 (Linear and Hashinator; the host rehashes for
+// other schemes): one thread per bucket. Keys that lookups will still reach
+// stay (gh::clean_stays; Linear packs them to the bucket's front); the others
+// are appended to keys_out / values_out (counters[3] counts them, one atomic
+// per warp) and their slots, like every tombstone, become EMPTY. counters[0]
+// counts the live keys seen. A key that finds the buffer full (`cap` too
+// small: the host's live count was stale) stays in its bucket and is counted
+// in counters[2]; the host then rebuilds the table, which reads every slot,
+// so no key is lost. Every thread of a block runs the same iterations (warp
+// shuffles below).
+extern "C" __global__ void gh_clean_extract(View t, u64 buckets, K* keys_out, V* values_out, u64 cap) {
+    constexpr int G = View::SLOTS;
+    constexpr bool PACK = GH_SCHEME != GH_SCHEME_HASHINATOR;
+    typedef View::W W;
+    const u32 lane = threadIdx.x & 31;
+    u64 live = 0, overflow = 0;
+    for (u64 first = blockIdx.x * (u64)blockDim.x; first < buckets; first += grid_stride()) {
+        const u64 b = first + threadIdx.x;
+        const bool in = b < buckets;
+        View::raw* slots = t.slots + (in ? b : 0) * G;
+        View::raw w[G];
+        u32 keep = 0, lift = 0, was_empty = 0;  // bit j: slot j of the bucket
+        int gap = -1;                           // last slot so far that ends up EMPTY
+#pragma unroll
+        for (int j = 0; j < G; ++j) {
+            w[j] = in ? W::load(&slots[j]) : W::empty();
+            const u64 k = W::key(w[j]);
+            if (k == W::EMPTY_KEY) was_empty |= 1u << j;
+            if (k == W::EMPTY_KEY || k == W::TOMB_KEY) {
+                gap = j;
+            } else if (gh::clean_stays<GH_SCHEME>(t, k, b, j, gap)) {
+                keep |= 1u << j;
+            } else {
+                lift |= 1u << j;
+                gap = j;
+            }
+        }
+        live += __popc(keep) + __popc(lift);
+        // Warp-wide exclusive prefix of the lifted counts: one atomic per warp.
+        const u32 mine = __popc(lift);
+        u32 incl = mine;
+#pragma unroll
+        for (int o = 1; o < 32; o <<= 1) {
+            u32 x = __shfl_up_sync(0xffffffffu, incl, o);
+            if (lane >= (u32)o) incl += x;
+        }
+        const u32 total = __shfl_sync(0xffffffffu, incl, 31);
+        u64 base = 0;
+        if (lane == 31 && total != 0) base = atomicAdd(&t.meta->counters[3], (u64)total);
+        base = __shfl_sync(0xffffffffu, base, 31);
+        u64 at = base + (incl - mine);
+        if (!in) continue;
+        u32 dst = 0;  // PACK: the next front slot (dst <= j, so nothing unread is overwritten)
+#pragma unroll
+        for (int j = 0; j < G; ++j) {
+            bool stays = keep >> j & 1;
+            if (lift >> j & 1) {
+                if (at < cap) {
+                    keys_out[at] = (K)W::key(w[j]);
+                    values_out[at] = gh::from_bits<V>(W::value(w[j]));
+                } else {
+                    overflow += 1;
+                    stays = true;
+                }
+                ++at;
+            }
+            if (PACK) {
+                if (stays) {
+                    if (dst != (u32)j) slots[dst] = w[j];
+                    ++dst;
+                }
+            } else if (!stays && !(was_empty >> j & 1)) {
+                slots[j] = W::empty();
+            }
+        }
+        if (PACK) {
+#pragma unroll
+            for (int j = 0; j < G; ++j)
+                if ((u32)j >= dst && !(was_empty >> j & 1)) slots[j] = W::empty();
+        }
+    }
+    block_add(&t.meta->counters[0], live);
+    block_add(&t.meta->counters[2], overflow);
 }

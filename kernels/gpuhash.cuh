@@ -253,6 +253,7 @@ template <typename K, typename V> struct ViewCore {
 #include "schemes/linear.cuh"
 #include "schemes/robin_hood.cuh"
 #include "schemes/cuckoo.cuh"
+#include "schemes/hashinator.cuh"
 
 namespace gh {
 

@@ -326,12 +326,18 @@ impl<K: Key, V: Value> HashTable<K, V> {
         self.rehash_into(slots.max(min))
     }
 
-    /// Reclaims every tombstone without changing the capacity. Hashinator and
+    /// Reclaims every tombstone, keeping the capacity. Hashinator and
     /// the default scheme do it in place (Hashinator's tombstone cleaning:
     /// keys displaced from their home are lifted out, tombstones reset to
     /// empty, and the lifted keys inserted again); other schemes rebuild.
+    /// No key is lost; the capacity grows only in the rare case that the
+    /// keys no longer fit within the probe limit at this size.
     pub fn clean_tombstones(&mut self) -> Result<()> {
-        self.backend.clean_tombstones()
+        match self.backend.clean_tombstones() {
+            // A rebuild at this size failed (table unchanged): grow as `rehash` does.
+            Err(Error::RehashFailed { .. }) => self.rehash_into(self.capacity()),
+            other => other,
+        }
     }
 
     /// Every pair, in no particular order.

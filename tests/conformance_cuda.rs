@@ -12,3 +12,6 @@ conformance_suite!(cuda_hashinator, Device::Cuda(0), Scheme::Hashinator { team: 
 conformance_suite!(cuda_robin_hood, Device::Cuda(0), Scheme::RobinHood);
 conformance_suite!(cuda_cuckoo, Device::Cuda(0), Scheme::Cuckoo);
 conformance_suite!(cuda_two_level, Device::Cuda(0), Scheme::TwoLevel);
+// The team kernels at the smallest and the largest team size.
+conformance_suite!(cuda_hashinator_t4, Device::Cuda(0), Scheme::Hashinator { team: 4 });
+conformance_suite!(cuda_hashinator_t32, Device::Cuda(0), Scheme::Hashinator { team: 32 });

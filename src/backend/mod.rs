@@ -9,6 +9,7 @@ use crate::core::scheme::Scheme;
 use crate::{Device, Error, Memory, Result};
 
 pub mod cpu;
+pub(crate) mod hashinator;
 #[cfg(feature = "cuda")]
 pub mod cuda;
 
@@ -87,7 +88,9 @@ pub trait Backend<K: Key, V: Value>: Send + Sync + 'static {
     fn rehash(&mut self, slots: u64) -> Result<()>;
     /// Drops every tombstone, keeping the slot count. The default rebuilds
     /// the table (a rehash at the same size); schemes with a cheaper way
-    /// (Hashinator's compaction of displaced keys) override it.
+    /// (Hashinator's compaction of displaced keys) override it. No key is
+    /// ever lost: should a key find no slot within the probe limit again,
+    /// the table is rebuilt, at a larger size if it must be.
     fn clean_tombstones(&mut self) -> Result<()> {
         self.rehash(self.slots())
     }

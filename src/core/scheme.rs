@@ -36,6 +36,17 @@ pub enum Scheme {
     /// Hashinator's scheme: Fibonacci hashing onto a power-of-two number of
     /// slots, linear probing over slots; on the GPU a team of `team` threads
     /// (4, 8, 16 or 32) probes `team` slots at once and votes with a ballot.
+    ///
+    /// Pick it for long probe runs on the GPU (high load, many tombstones),
+    /// which a team reads `team` slots per round trip instead of one, and for
+    /// tables that churn: [`crate::HashTable::clean_tombstones`] reclaims
+    /// tombstones in place, moving only the keys that sit past their home
+    /// slot, which is cheaper than a rebuild (the default scheme does the
+    /// same per bucket; the others rebuild). Prefer [`Scheme::Linear`] for
+    /// short runs (moderate load): one thread per key then wastes no lanes.
+    /// Sizes are powers of two, so a capacity may round up to twice the
+    /// request. Larger teams suit longer runs; the Hashinator paper found
+    /// teams of 8 best on an A100.
     Hashinator {
         /// Threads per key in the GPU's bulk kernels (4, 8, 16 or 32).
         team: u32,

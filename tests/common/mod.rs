@@ -546,7 +546,8 @@ macro_rules! conformance_suite {
             load_limit_with_out_of_band_keys,
             clear_reserve_rehash_and_single_key_calls,
             bad_input,
-            determinism
+            determinism,
+            tombstone_cleaning
         );
     };
     (@tests $name:ident, $dev:expr; $($test:ident),* $(,)?) => {

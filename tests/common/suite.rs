@@ -833,3 +833,64 @@ fn determinism_body<K: Key, V: TestValue>(dev: Target) {
     assert!(fa == fb, "{cx}: lookups differ");
     assert!(fa.iter().any(Option::is_none) && fa.iter().any(Option::is_some), "{cx}: lookups should mix hits and misses");
 }
+
+// ------------------------------------------------------------------ 14
+
+pub fn tombstone_cleaning(dev: Target) {
+    each_pair!(tombstone_cleaning_body, dev)
+}
+
+/// `clean_tombstones` (in place for the linear schemes, a rebuild for the
+/// others) drops every tombstone and keeps every key, as in Hashinator's
+/// fig. 10: fill to 0.9, erase a fifth, clean, put half of those back.
+fn tombstone_cleaning_body<K: Key, V: TestValue>(dev: Target) {
+    let mut cx = Ctx::new::<K, V>("tombstone_cleaning", dev);
+    let slots = scaled(1 << 14) as u64;
+    let b = builder(dev).capacity(slots).max_load_factor(1.0).growth(false);
+    let mut t = unwrap(b.build::<K, V>(), "build", &cx);
+    let mut o = Oracle::new();
+
+    cx.phase = "empty table".into();
+    unwrap(t.clean_tombstones(), "clean_tombstones", &cx);
+    check_table(&t, &o, &cx);
+
+    cx.phase = "fill to 0.9".into();
+    let mut keys = distinct_keys::<K>(&mut cx.rng, (slots as f64 * 0.9) as usize);
+    keys.extend(edge_keys::<K>());
+    let vals = any_values::<V>(&mut cx.rng, keys.len());
+    insert(&mut t, &mut o, Op::Assign, &keys, &vals, &cx);
+    let stored: Vec<K> = o.map.keys().copied().collect();
+
+    for round in 0..2 {
+        cx.phase = format!("round {round}: erase a fifth");
+        let present: Vec<K> = o.map.keys().copied().collect();
+        let gone = sample(&mut cx.rng, &present, present.len() / 5);
+        erase(&mut t, &mut o, &gone, &cx);
+        let (len, cap) = (t.len(), t.capacity());
+        let tomb = unwrap(t.stats(), "stats", &cx).tombstones;
+        if dev.scheme.erase_leaves_tombstones() {
+            assert!(tomb > 0, "{cx}: no tombstones after erasing {} keys", gone.len());
+        }
+
+        cx.phase = format!("round {round}: clean");
+        unwrap(t.clean_tombstones(), "clean_tombstones", &cx);
+        assert_eq!(t.len(), len, "{cx}: len changed");
+        assert!(t.capacity() >= cap, "{cx}: capacity shrank from {cap} to {}", t.capacity());
+        assert_eq!(unwrap(t.stats(), "stats", &cx).tombstones, 0, "{cx}: tombstones left");
+        check_table(&t, &o, &cx);
+        check_find(&t, &o, &gone, &cx);
+
+        cx.phase = format!("round {round}: reinsert half of the erased keys");
+        let back = &gone[..gone.len() / 2];
+        let vals = any_values::<V>(&mut cx.rng, back.len());
+        let failed = insert(&mut t, &mut o, Op::Assign, back, &vals, &cx);
+        assert!(failed.is_empty(), "{cx}: {} keys not stored after cleaning", failed.len());
+        assert_eq!(unwrap(t.stats(), "stats", &cx).tombstones, 0, "{cx}: tombstones after inserting");
+        check_table(&t, &o, &cx);
+        check_find(&t, &o, &stored, &cx);
+    }
+
+    cx.phase = "clean without tombstones".into();
+    unwrap(t.clean_tombstones(), "clean_tombstones", &cx);
+    check_table(&t, &o, &cx);
+}

@@ -112,10 +112,13 @@ impl<K: GenKey, V: Value> Target<K, V> for CudaTarget<K, V> {
         let mut table = self.table.take().expect("prepare() runs before run()");
         start.record(&stream).map_err(|e| self.err(dev_err(e)))?;
         let outcome: Result<(u64, u64), TableError> = (|| {
+            super::clean::make_room(&mut table, case.op)?;
             let t = table.cuda_mut().expect("a CUDA table");
             let (k, v) = (bufs.keys.as_view(), bufs.values.as_view());
             Ok(match case.op {
-                Op::Insert => (rejected_of(t.insert_device(&k, &v, InsertMode::Assign))?, 0),
+                Op::Insert | Op::CleanReinsert | Op::RehashReinsert => {
+                    (rejected_of(t.insert_device(&k, &v, InsertMode::Assign))?, 0)
+                }
                 Op::InsertIfAbsent => (rejected_of(t.insert_device(&k, &v, InsertMode::IfAbsent))?, 0),
                 Op::ApplySum => (rejected_of(t.insert_device(&k, &v, InsertMode::Apply(Reduce::Sum)))?, 0),
                 Op::FindHit | Op::FindMiss50 | Op::FindMiss => {

@@ -70,6 +70,12 @@ pub(crate) const MIX: Mix = Mix { insert: 20, erase: 10, find: 70 };
 /// one erase and one find call, so rounds of this size interleave the three
 /// kinds finely while keeping every call a real bulk call.
 pub(crate) const MIX_ROUND_OPS: u64 = 1 << 16;
+/// `clean_reinsert` / `rehash_reinsert` (Hashinator, fig. 10): the load the
+/// table is filled to (whatever `--loads` says), the fraction of its keys
+/// then erased, and the fraction of those inserted again in the timed part.
+pub(crate) const CLEAN_LOAD: f64 = 0.9;
+pub(crate) const CLEAN_ERASED: f64 = 0.2;
+pub(crate) const CLEAN_REINSERTED: f64 = 0.5;
 /// The scheme used when `--scheme` is not given (`--scheme all` runs every
 /// scheme of `gpuhash::Scheme::ALL`).
 pub(crate) const SCHEME: &str = "linear";

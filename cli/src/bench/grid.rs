@@ -35,6 +35,10 @@ pub(crate) enum Op {
     ApplySum,
     /// Rounds of insert, erase and find calls in the `--mix` proportions.
     Mixed,
+    /// `clean_tombstones`, then reinsertion of erased keys (see `clean.rs`).
+    CleanReinsert,
+    /// A rehash at the same capacity, then the same reinsertion.
+    RehashReinsert,
 }
 
 impl Op {
@@ -48,6 +52,8 @@ impl Op {
         Op::Erase,
         Op::ApplySum,
         Op::Mixed,
+        Op::CleanReinsert,
+        Op::RehashReinsert,
     ];
 
     pub(crate) fn name(self) -> &'static str {
@@ -61,6 +67,8 @@ impl Op {
             Op::Erase => "erase",
             Op::ApplySum => "apply_sum",
             Op::Mixed => "mixed",
+            Op::CleanReinsert => "clean_reinsert",
+            Op::RehashReinsert => "rehash_reinsert",
         }
     }
 
@@ -113,7 +121,7 @@ impl Batch {
 
     /// Whether `op` runs with this batch: `mixed` has its own rounds.
     fn applies_to(self, op: Op) -> bool {
-        self == Batch::All || op != Op::Mixed
+        self == Batch::All || !matches!(op, Op::Mixed | Op::CleanReinsert | Op::RehashReinsert)
     }
 }
 
@@ -211,7 +219,8 @@ impl GridSpec {
                     let slots = round_slots(size, sb as usize).unwrap_or(size);
                     for &batch in &self.batches {
                         for &op in self.ops.iter().filter(|&&op| batch.applies_to(op)) {
-                            for &load in &self.loads {
+                            let loads = op.fixed_load().map_or_else(|| self.loads.clone(), |l| vec![l]);
+                            for &load in &loads {
                                 if load > 1.0 && !op.allows_overfull() {
                                     continue;
                                 }
@@ -343,6 +352,10 @@ pub(crate) fn prefilled_table<K: GenKey, V: Value>(
         let rejected = rejected_of(table.insert_or_assign(&w.prefill, &w.prefill_values))?;
         stored = w.prefill.len() as u64 - rejected;
     }
+    let erased = super::clean::erased_before(case.op, w);
+    if !erased.is_empty() {
+        stored -= table.erase(erased)?;
+    }
     Ok((table, stored))
 }
 
@@ -408,8 +421,11 @@ impl<K: GenKey, V: Value> Target<K, V> for TableTarget<K, V> {
         let start = Instant::now();
         let outcome: Result<(u64, u64), TableError> = (|| {
             let t = &mut table;
+            super::clean::make_room(t, case.op)?;
             Ok(match case.op {
-                Op::Insert => (rejected_of(t.insert_or_assign(&w.keys, &w.values))?, 0),
+                Op::Insert | Op::CleanReinsert | Op::RehashReinsert => {
+                    (rejected_of(t.insert_or_assign(&w.keys, &w.values))?, 0)
+                }
                 Op::InsertIfAbsent => (rejected_of(t.insert_if_absent(&w.keys, &w.values))?, 0),
                 Op::ApplySum => (rejected_of(t.insert_or_apply(&w.keys, &w.values, Reduce::Sum))?, 0),
                 Op::FindHit | Op::FindMiss50 | Op::FindMiss => (0, t.find_into(&w.keys, vals, found)?),

@@ -186,6 +186,7 @@ impl<K: GenKey, V: Value> Workload<K, V> {
                 w.values = vec![V::from_bits(1); (n * m) as usize];
             }
             Op::Mixed => w.build_mixed(case, &g),
+            Op::CleanReinsert | Op::RehashReinsert => w.build_clean(n, &g),
         }
         w
     }
@@ -220,6 +221,8 @@ impl<K: GenKey, V: Value> Workload<K, V> {
             Op::FindMiss50 => w.keys = KeyGen::fill(b, |i| if g.coin(i) { stored(i) } else { g.miss(i) }),
             Op::FindMiss => w.keys = KeyGen::fill(b, |i| g.miss(i)),
             Op::Mixed => w.build_mixed(case, g),
+            // Whole-load operations (`Batch::applies_to` keeps other batches away).
+            Op::CleanReinsert | Op::RehashReinsert => w.build_clean(n, g),
         }
         w
     }

@@ -3,6 +3,7 @@
 //!
 //! The method is described in BENCHMARKS.md at the repository root.
 
+mod clean;
 #[cfg(feature = "cuda")]
 mod cuda;
 mod defaults;
@@ -141,7 +142,8 @@ pub(crate) struct BenchArgs {
     #[arg(long, value_parser = parse_device)]
     device: Option<Device>,
     /// Operations, comma-separated, or all: insert, insert_if_absent, find_hit,
-    /// find_miss50, find_miss, contains, erase, apply_sum, mixed
+    /// find_miss50, find_miss, contains, erase, apply_sum, mixed, clean_reinsert,
+    /// rehash_reinsert (these two at load 0.9 whatever --loads says)
     #[arg(long, value_parser = parse_ops)]
     ops: Option<List<Op>>,
     /// Key widths, e.g. u32,u64

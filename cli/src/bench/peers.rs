@@ -16,9 +16,10 @@ use super::BenchError;
 /// Scheme labels of the peers, in the order they run.
 pub(crate) const NAMES: &[&str] = &["std", "hashbrown", "dashmap"];
 
-/// Peers grow instead of rejecting keys, so loads above 1.0 mean nothing to them.
+/// Peers grow instead of rejecting keys, so loads above 1.0 mean nothing to
+/// them; they keep no tombstones, so the cleaning ops neither.
 pub(crate) fn supports(case: &Case) -> bool {
-    case.load <= 1.0
+    case.load <= 1.0 && !case.op.cleans()
 }
 
 /// One instance of every peer.
@@ -140,7 +141,8 @@ impl<M: SerialMap<K, V>, K: GenKey, V: Value> Target<K, V> for SerialPeer<M, K, 
         let start = Instant::now();
         let pairs = w.keys.iter().zip(&w.values);
         let hits: u64 = match case.op {
-            Op::Insert => {
+            // The cleaning ops are not run on peers (see `supports`).
+            Op::Insert | Op::CleanReinsert | Op::RehashReinsert => {
                 pairs.for_each(|(k, v)| m.put(*k, *v));
                 0
             }
@@ -269,7 +271,8 @@ impl<K: GenKey, V: Value> Target<K, V> for DashPeer<K, V> {
         let (vals, found) = (&mut self.vals, &mut self.found);
         let start = Instant::now();
         let hits = match case.op {
-            Op::Insert | Op::InsertIfAbsent | Op::ApplySum => {
+            // The cleaning ops are not run on peers (see `supports`).
+            Op::Insert | Op::InsertIfAbsent | Op::ApplySum | Op::CleanReinsert | Op::RehashReinsert => {
                 par_insert(m, &w.keys, &w.values, case.op);
                 0
             }

@@ -32,7 +32,7 @@ impl<'a, Wd: Word> Linear<'a, Wd> {
     }
 
     #[inline(always)]
-    fn home_slot(&self, key: u64) -> u64 {
+    pub(crate) fn home_slot(&self, key: u64) -> u64 {
         match self.home {
             Home::Bucket => self.s.probe.home(key) * self.s.spb as u64,
             Home::Fibonacci { log2_slots } => fibonacci_home(key, self.s.probe.seed, log2_slots),

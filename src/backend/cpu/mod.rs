@@ -3,6 +3,7 @@
 //! GPU results are checked against.
 
 mod cuckoo;
+mod hashinator;
 mod linear;
 mod robin_hood;
 
@@ -434,6 +435,13 @@ impl<K: Key, V: Value> Backend<K, V> for CpuTable<K, V> {
         self.tombstones = 0;
         self.specials = [None, None];
         Ok(())
+    }
+
+    fn clean_tombstones(&mut self) -> Result<()> {
+        if crate::backend::hashinator::cleans_in_place(self.config.scheme) {
+            return self.clean_in_place();
+        }
+        self.rehash(self.slots())
     }
 
     fn rehash(&mut self, slots: u64) -> Result<()> {

@@ -25,6 +25,7 @@ pub const SCHEME_HEADERS: &[(&str, &str)] = &[
     ("schemes/linear.cuh", include_str!("../../../kernels/schemes/linear.cuh")),
     ("schemes/robin_hood.cuh", include_str!("../../../kernels/schemes/robin_hood.cuh")),
     ("schemes/cuckoo.cuh", include_str!("../../../kernels/schemes/cuckoo.cuh")),
+    ("schemes/hashinator.cuh", include_str!("../../../kernels/schemes/hashinator.cuh")),
 ];
 
 /// The kernels of one module.
@@ -41,6 +42,7 @@ pub(crate) struct Kernels {
     pub gather_pairs: CudaFunction,
     /// The region build of large batches (linear scheme only).
     pub region: Option<super::region::RegionKernels>,
+    pub clean_extract: CudaFunction,
 }
 
 /// C type names for `-DGH_KEY_T` / `-DGH_VALUE_T`.
@@ -172,6 +174,7 @@ pub(crate) fn kernels(ctx: &Arc<CudaContext>, key_bits: u32, value: ValueKind, s
         gather_keys: f("gh_gather_keys")?,
         gather_pairs: f("gh_gather_pairs")?,
         region: super::region::RegionKernels::load(&module).map_err(dev)?,
+        clean_extract: f("gh_clean_extract")?,
     });
     map.lock().unwrap_or_else(|p| p.into_inner()).insert(key, k.clone());
     Ok(k)
@@ -211,7 +214,7 @@ mod tests {
             for key_bits in [32, 64] {
                 for kind in [ValueKind::U32, ValueKind::I32, ValueKind::F32, ValueKind::U64, ValueKind::I64, ValueKind::F64] {
                     let ptx = ptx_for(key_bits, kind, scheme, "compute_90").unwrap();
-                    for name in ["gh_insert", "gh_find", "gh_contains", "gh_erase", "gh_rehash", "gh_export"] {
+                    for name in ["gh_insert", "gh_find", "gh_contains", "gh_erase", "gh_rehash", "gh_export", "gh_clean_extract"] {
                         assert!(ptx.contains(name), "{name} missing for {scheme} u{key_bits}/{kind:?}");
                     }
                     modules += 1;

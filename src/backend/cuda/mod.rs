@@ -5,6 +5,7 @@
 //! rest of the crate works on machines without CUDA; [`available`] says why a
 //! device cannot be used.
 
+mod hashinator;
 pub mod kernels;
 pub mod limits;
 mod region;
@@ -125,6 +126,15 @@ fn grid(n: u64, sms: u64) -> LaunchConfig {
     LaunchConfig { grid_dim: (blocks as u32, 1, 1), block_dim: (BLOCK, 1, 1), shared_mem_bytes: 0 }
 }
 
+/// Threads the bulk insert, find, contains and erase kernels give one key:
+/// Hashinator's team size, else one.
+fn threads_per_key(scheme: Scheme) -> u64 {
+    match scheme {
+        Scheme::Hashinator { team } => team.max(1) as u64,
+        _ => 1,
+    }
+}
+
 /// A hash table in the memory of one NVIDIA GPU.
 pub struct CudaTable<K: Key, V: Value> {
     ctx: Arc<CudaContext>,
@@ -221,6 +231,11 @@ impl<K: Key, V: Value> CudaTable<K, V> {
         }
     }
 
+    /// Launch size of a bulk kernel over `n` keys (a team per key for Hashinator).
+    fn key_grid(&self, n: u64) -> LaunchConfig {
+        grid(n.saturating_mul(threads_per_key(self.config.scheme)), self.sms)
+    }
+
     fn reset_counters(&mut self) -> Result<()> {
         let mut c = self.meta.slice_mut(0..4);
         self.stream.memset_zeros(&mut c).map_err(|e| driver_error(self.ctx.ordinal(), e))
@@ -279,11 +294,12 @@ impl<K: Key, V: Value> CudaTable<K, V> {
         let view = self.view();
         let cap = FAILED_CAP as u64;
         let base = 0u64;
+        let launch = self.key_grid(n);
         let mut b = self.stream.launch_builder(&self.kernels.insert);
         b.arg(&view).arg(keys).arg(values).arg(&n).arg(&m).arg(&op).arg(&mut self.failed).arg(&cap).arg(&base);
         // Safety: the arguments match gh_insert's signature; every pointer is
         // a live allocation of the stated length.
-        unsafe { b.launch(grid(n, self.sms)) }.map_err(|e| self.err(e))?;
+        unsafe { b.launch(launch) }.map_err(|e| self.err(e))?;
         let meta = self.read_meta()?;
         let (inserted, existing, nfailed) = (meta[0], meta[1], meta[2]);
         let mut failed: Vec<usize> = if nfailed == 0 {
@@ -374,7 +390,7 @@ impl<K: Key, V: Value> CudaTable<K, V> {
         let mut b = self.stream.launch_builder(&self.kernels.find);
         b.arg(&view).arg(keys).arg(&n).arg(values).arg(found);
         // Safety: arguments match gh_find; outputs hold n elements.
-        unsafe { b.launch(grid(n, self.sms)) }.map_err(|e| self.err(e))?;
+        unsafe { b.launch(self.key_grid(n)) }.map_err(|e| self.err(e))?;
         Ok(self.read_meta()?[3])
     }
 
@@ -392,7 +408,7 @@ impl<K: Key, V: Value> CudaTable<K, V> {
         let mut b = self.stream.launch_builder(&self.kernels.contains);
         b.arg(&view).arg(keys).arg(&n).arg(found);
         // Safety: arguments match gh_contains; the output holds n bytes.
-        unsafe { b.launch(grid(n, self.sms)) }.map_err(|e| self.err(e))?;
+        unsafe { b.launch(self.key_grid(n)) }.map_err(|e| self.err(e))?;
         Ok(self.read_meta()?[3])
     }
 
@@ -407,7 +423,7 @@ impl<K: Key, V: Value> CudaTable<K, V> {
         let mut b = self.stream.launch_builder(&self.kernels.erase);
         b.arg(&view).arg(keys).arg(&n);
         // Safety: arguments match gh_erase.
-        unsafe { b.launch(grid(n, self.sms)) }.map_err(|e| self.err(e))?;
+        unsafe { b.launch(self.key_grid(n)) }.map_err(|e| self.err(e))?;
         let meta = self.read_meta()?;
         self.account_erase(&meta);
         Ok(meta[3])
@@ -558,6 +574,13 @@ impl<K: Key, V: Value> Backend<K, V> for CudaTable<K, V> {
         Ok(())
     }
 
+    fn clean_tombstones(&mut self) -> Result<()> {
+        if super::hashinator::cleans_in_place(self.config.scheme) {
+            return self.clean_in_place();
+        }
+        self.rehash(self.config.slots)
+    }
+
     fn rehash(&mut self, slots: u64) -> Result<()> {
         let new_slots = Self::alloc_slots(&self.ctx, &self.stream, slots, self.config.memory)?;
         let spb = K::Word::<V>::slots_per_bucket() as u64;
@@ -625,3 +648,15 @@ impl<K: Key, V: Value> Backend<K, V> for CudaTable<K, V> {
 
 // Keep the Rust codes and the C++ enum (`gh::ReduceOp`) in step.
 const _: () = assert!(Reduce::Sum.code() == 0 && Reduce::Min.code() == 1 && Reduce::Max.code() == 2);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_team_of_threads_per_hashinator_key() {
+        assert_eq!(threads_per_key(Scheme::Linear), 1);
+        assert_eq!(threads_per_key(Scheme::Hashinator { team: 16 }), 16);
+        assert_eq!(grid(1000 * threads_per_key(Scheme::Hashinator { team: 8 }), 132).grid_dim.0, 32);
+    }
+}

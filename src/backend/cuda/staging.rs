@@ -32,7 +32,7 @@ use cudarc::driver::{
     result as cu, sys, CudaEvent, CudaSlice, CudaStream, DevicePtr, DriverError, PinnedHostSlice, PushKernelArg,
 };
 
-use super::{driver_error, grid, mode_codes, CudaTable, FAILED_CAP};
+use super::{driver_error, mode_codes, CudaTable, FAILED_CAP};
 use crate::backend::{InsertMode, RawInsert};
 use crate::core::keys::{Key, Value};
 use crate::Result;
@@ -378,7 +378,7 @@ impl<K: Key, V: Value> CudaTable<K, V> {
                     // Safety: the arguments match gh_insert's signature: `k` and `v`
                     // address `len` keys and values in the staging slot, `failed`
                     // holds `cap` positions.
-                    unsafe { b.launch(grid(len, this.sms)) }.map_err(|e| this.staged_launch_error(e))?;
+                    unsafe { b.launch(this.key_grid(len)) }.map_err(|e| this.staged_launch_error(e))?;
                     Ok(0)
                 },
                 &mut |_, _| {},
@@ -427,7 +427,7 @@ impl<K: Key, V: Value> CudaTable<K, V> {
                     b.arg(&view).arg(&input).arg(&len).arg(&v).arg(&f);
                     // Safety: the arguments match gh_find's signature: `input` holds
                     // `len` keys, `v` and `f` room for `len` values and flags.
-                    unsafe { b.launch(grid(len, self.sms)) }.map_err(|e| self.staged_launch_error(e))?;
+                    unsafe { b.launch(self.key_grid(len)) }.map_err(|e| self.staged_launch_error(e))?;
                     Ok(end)
                 },
                 &mut |r, bytes| {
@@ -460,7 +460,7 @@ impl<K: Key, V: Value> CudaTable<K, V> {
                     b.arg(&view).arg(&input).arg(&len).arg(&output);
                     // Safety: the arguments match gh_contains' signature: `input`
                     // holds `len` keys, `output` room for `len` flags.
-                    unsafe { b.launch(grid(len, self.sms)) }.map_err(|e| self.staged_launch_error(e))?;
+                    unsafe { b.launch(self.key_grid(len)) }.map_err(|e| self.staged_launch_error(e))?;
                     Ok(r.len())
                 },
                 &mut |r, bytes| {
@@ -490,7 +490,7 @@ impl<K: Key, V: Value> CudaTable<K, V> {
                     let mut b = this.stream.launch_builder(&this.kernels.erase);
                     b.arg(&view).arg(&input).arg(&len);
                     // Safety: the arguments match gh_erase's signature: `input` holds `len` keys.
-                    unsafe { b.launch(grid(len, this.sms)) }.map_err(|e| this.staged_launch_error(e))?;
+                    unsafe { b.launch(this.key_grid(len)) }.map_err(|e| this.staged_launch_error(e))?;
                     Ok(0)
                 },
                 &mut |_, _| {},

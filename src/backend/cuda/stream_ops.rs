@@ -227,7 +227,7 @@ impl<K: Key, V: Value> CudaTable<K, V> {
         b.arg(&view).arg(keys).arg(values).arg(&n).arg(&m).arg(&op).arg(&mut failed).arg(&cap).arg(&base);
         // Safety: the arguments match gh_insert's signature; `failed` has room
         // for every position.
-        unsafe { b.launch(grid(n, self.sms)) }.map_err(e)?;
+        unsafe { b.launch(self.key_grid(n)) }.map_err(e)?;
         self.copy_counters(stream, &view, 0, &mut counters).map_err(e)?;
         let done = self.leave(stream).map_err(e)?;
         Ok(PendingInsert {
@@ -272,7 +272,7 @@ impl<K: Key, V: Value> CudaTable<K, V> {
         let mut b = stream.launch_builder(&self.kernels.find);
         b.arg(&view).arg(keys).arg(&n).arg(values_out).arg(found_out);
         // Safety: the arguments match gh_find's signature; outputs hold n elements.
-        unsafe { b.launch(grid(n, self.sms)) }.map_err(e)?;
+        unsafe { b.launch(self.key_grid(n)) }.map_err(e)?;
         self.leave(stream).map_err(e)?;
         Ok(())
     }
@@ -304,7 +304,7 @@ impl<K: Key, V: Value> CudaTable<K, V> {
         let mut b = stream.launch_builder(&self.kernels.contains);
         b.arg(&view).arg(keys).arg(&n).arg(found_out);
         // Safety: the arguments match gh_contains' signature; the output holds n bytes.
-        unsafe { b.launch(grid(n, self.sms)) }.map_err(e)?;
+        unsafe { b.launch(self.key_grid(n)) }.map_err(e)?;
         self.leave(stream).map_err(e)?;
         Ok(())
     }
@@ -326,7 +326,7 @@ impl<K: Key, V: Value> CudaTable<K, V> {
         let mut b = stream.launch_builder(&self.kernels.erase);
         b.arg(&view).arg(keys).arg(&n);
         // Safety: the arguments match gh_erase's signature.
-        unsafe { b.launch(grid(n, self.sms)) }.map_err(e)?;
+        unsafe { b.launch(self.key_grid(n)) }.map_err(e)?;
         self.copy_counters(stream, &view, 3, &mut counter).map_err(e)?;
         let done = self.leave(stream).map_err(e)?;
         Ok(PendingCount { inner: Some((counter, done, stream.clone())) })
