@@ -11,7 +11,7 @@ rm -rf "$out"
 mkdir -p "$out/bin"
 
 # Test executables (one per test target), named after their targets.
-cargo test --release --workspace --no-run --message-format=json 2>/dev/null |
+cargo test --release --workspace --no-run --message-format=json 2>"$out/build.log" |
     python3 -c '
 import json, shutil, sys
 out = sys.argv[1]
@@ -21,7 +21,7 @@ for line in sys.stdin:
         t = m["target"]
         name = "test-" + t["name"].replace("-", "_") + ("-lib" if "lib" in t["kind"] else "")
         shutil.copy(m["executable"], f"{out}/bin/{name}")
-' "$out"
+' "$out" || { grep -E "^(error|warning: unused)" -A12 "$out/build.log" | head -60; echo "gpu-bundle: the test build failed" >&2; exit 1; }
 cargo build --release --examples -q
 cargo build --release -p gpuhash-cli -q
 for e in examples/*.rs; do

@@ -141,7 +141,7 @@ mod tests {
     use crate::backend::{Backend, Config, InsertMode};
 
     fn table(scheme: Scheme, slots: u64, limit: u64) -> CpuTable<u32, u32> {
-        let config = Config { slots, max_probe_buckets: limit, seed: 7, scheme };
+        let config = Config { slots, max_probe_buckets: limit, seed: 7, scheme, memory: crate::Memory::Device };
         CpuTable::new(config).unwrap()
     }
 
