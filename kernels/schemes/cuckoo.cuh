@@ -183,9 +183,13 @@ template <typename K, typename V> struct Engine {
     }
 };
 
-// Sleeps before attempt `attempt` again, longer each time (at most ~4 us).
+// Sleeps before attempt `attempt` again, longer each time (at most ~16 us),
+// by a per-thread, per-attempt factor of 1 to 4: threads of one warp that
+// fail on each other's locks would otherwise retry in lockstep.
 __device__ __forceinline__ void back_off(u32 attempt) {
-    __nanosleep(32u << (attempt < 7 ? attempt : 7));
+    u32 h = (blockIdx.x * blockDim.x + threadIdx.x + 1) * 0x9e3779b9u ^ attempt * 0x85ebca6bu;
+    h ^= h >> 15;
+    __nanosleep((32u << (attempt < 7 ? attempt : 7)) * (1u + (h & 3u)));
 }
 
 // ---- flat ---------------------------------------------------------------------

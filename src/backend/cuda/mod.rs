@@ -135,6 +135,10 @@ fn threads_per_key(scheme: Scheme) -> u64 {
     }
 }
 
+/// Blocks per SM of the insert kernels of the cuckoo schemes (see
+/// `CudaTable::insert_grid`).
+const LOCKING_BLOCKS_PER_SM: u64 = 2;
+
 /// A hash table in the memory of one NVIDIA GPU.
 pub struct CudaTable<K: Key, V: Value> {
     ctx: Arc<CudaContext>,
@@ -236,6 +240,20 @@ impl<K: Key, V: Value> CudaTable<K, V> {
         grid(n.saturating_mul(threads_per_key(self.config.scheme)), self.sms)
     }
 
+    /// The grid of kernels that insert. Cuckoo inserts take bucket or region
+    /// locks with try-lock and back-off, so fewer threads at once contend
+    /// less (small tables have few locks); the kernels loop grid-stride.
+    fn insert_grid(&self, n: u64) -> LaunchConfig {
+        match self.config.scheme {
+            Scheme::Cuckoo | Scheme::TwoLevel => {
+                let g = grid(n, self.sms);
+                let cap = (self.sms * LOCKING_BLOCKS_PER_SM).max(1) as u32;
+                LaunchConfig { grid_dim: (g.grid_dim.0.min(cap), 1, 1), ..g }
+            }
+            _ => self.key_grid(n),
+        }
+    }
+
     fn reset_counters(&mut self) -> Result<()> {
         let mut c = self.meta.slice_mut(0..4);
         self.stream.memset_zeros(&mut c).map_err(|e| driver_error(self.ctx.ordinal(), e))
@@ -294,7 +312,7 @@ impl<K: Key, V: Value> CudaTable<K, V> {
         let view = self.view();
         let cap = FAILED_CAP as u64;
         let base = 0u64;
-        let launch = self.key_grid(n);
+        let launch = self.insert_grid(n);
         let mut b = self.stream.launch_builder(&self.kernels.insert);
         b.arg(&view).arg(keys).arg(values).arg(&n).arg(&m).arg(&op).arg(&mut self.failed).arg(&cap).arg(&base);
         // Safety: the arguments match gh_insert's signature; every pointer is
@@ -598,8 +616,13 @@ impl<K: Key, V: Value> Backend<K, V> for CudaTable<K, V> {
         let old_slots = self.config.slots;
         let mut b = self.stream.launch_builder(&self.kernels.rehash);
         b.arg(&from).arg(&old_slots).arg(&to);
+        // One thread per old slot (never a team); the cuckoo schemes' capped grid.
+        let launch = match self.config.scheme {
+            Scheme::Cuckoo | Scheme::TwoLevel => self.insert_grid(old_slots),
+            _ => grid(old_slots, self.sms),
+        };
         // Safety: arguments match gh_rehash; both slot arrays are live.
-        unsafe { b.launch(grid(old_slots, self.sms)) }.map_err(|e| self.err(e))?;
+        unsafe { b.launch(launch) }.map_err(|e| self.err(e))?;
         let meta = self.read_meta()?;
         if meta[2] > 0 {
             return Err(Error::RehashFailed { slots, unplaced: meta[2] });

@@ -378,7 +378,7 @@ impl<K: Key, V: Value> CudaTable<K, V> {
                     // Safety: the arguments match gh_insert's signature: `k` and `v`
                     // address `len` keys and values in the staging slot, `failed`
                     // holds `cap` positions.
-                    unsafe { b.launch(this.key_grid(len)) }.map_err(|e| this.staged_launch_error(e))?;
+                    unsafe { b.launch(this.insert_grid(len)) }.map_err(|e| this.staged_launch_error(e))?;
                     Ok(0)
                 },
                 &mut |_, _| {},

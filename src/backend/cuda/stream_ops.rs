@@ -227,7 +227,7 @@ impl<K: Key, V: Value> CudaTable<K, V> {
         b.arg(&view).arg(keys).arg(values).arg(&n).arg(&m).arg(&op).arg(&mut failed).arg(&cap).arg(&base);
         // Safety: the arguments match gh_insert's signature; `failed` has room
         // for every position.
-        unsafe { b.launch(self.key_grid(n)) }.map_err(e)?;
+        unsafe { b.launch(self.insert_grid(n)) }.map_err(e)?;
         self.copy_counters(stream, &view, 0, &mut counters).map_err(e)?;
         let done = self.leave(stream).map_err(e)?;
         Ok(PendingInsert {
