@@ -173,7 +173,8 @@ pub(crate) fn kernels(ctx: &Arc<CudaContext>, key_bits: u32, value: ValueKind, s
         displacement: f("gh_displacement")?,
         gather_keys: f("gh_gather_keys")?,
         gather_pairs: f("gh_gather_pairs")?,
-        region: super::region::RegionKernels::load(&module).map_err(dev)?,
+        // Only linear modules have them (no failed look-ups of absent functions).
+        region: if scheme == Scheme::Linear { super::region::RegionKernels::load(&module).map_err(dev)? } else { None },
         clean_extract: f("gh_clean_extract")?,
     });
     map.lock().unwrap_or_else(|p| p.into_inner()).insert(key, k.clone());

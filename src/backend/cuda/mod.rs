@@ -170,7 +170,7 @@ impl<K: Key, V: Value> CudaTable<K, V> {
 
     /// An empty table with `config.slots` slots on device `ordinal`.
     pub fn new(ordinal: usize, config: Config) -> Result<Self> {
-        available(ordinal)?;
+        Device::Cuda(ordinal).check_scheme(config.scheme)?;
         let ctx = CudaContext::new(ordinal).map_err(|e| driver_error(ordinal, e))?;
         let stream = ctx.new_stream().map_err(|e| driver_error(ordinal, e))?;
         let kernels = kernels::kernels(&ctx, K::BITS, V::KIND, config.scheme)?;
