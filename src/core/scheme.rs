@@ -65,9 +65,10 @@ pub enum Scheme {
     ///
     /// Pick it for short misses at high load (0.9 and above); its inserts are
     /// slower than [`Scheme::Linear`]'s because each one locks the buckets it
-    /// walks. On the GPU, users' kernels must not look keys up while other
-    /// threads insert into the table (a key being moved may be missed);
-    /// inserts and erases may run together.
+    /// walks. In users' kernels, neither lookups nor erases may run while
+    /// other threads insert into the table (a key being moved may be missed,
+    /// and a stress test of concurrent inserts and erases lost a key); the
+    /// bulk calls never overlap them.
     RobinHood,
     /// Bucketed cuckoo hashing with a small stash (BGHT, Starfish): a key
     /// lives in one of 2 (8-byte slots) or 3 (16-byte slots) candidate
