@@ -18,10 +18,16 @@
 // bucket: inserts fill the first), at a bucket whose residents are all
 // richer than the key would be there, or at the cap.
 //
-// Concurrency: one lock bit per bucket in the aux words. An insert try-locks
-// every bucket it walks, in order, and keeps them; on a busy lock it releases
-// all of them, sleeps and starts over, so no thread waits while holding a
-// lock (no deadlock, wrap-around included). Under the locks it plans with
+// Concurrency: one lock bit per bucket in the aux words. An insert locks
+// every bucket it walks, in order, and keeps them. While it holds fewer than
+// WAIT_HELD of them and its walk has not wrapped past the table's end, it
+// waits for a busy lock: it then holds only buckets below the one it waits
+// for, so waits never form a cycle. Otherwise it only tries: on a busy lock
+// it releases all of them, waits (holding none) until that lock is free, and
+// starts over. Long walks thus never hold a queue of waiters behind them,
+// and a retry starts when its obstacle is gone rather than after a blind
+// back-off (which, with every lock only tried, livelocked small tables:
+// thousands of threads kept taking and dropping overlapping runs). Under the locks it plans with
 // plain reads, then replays the same decisions writing (locked buckets cannot
 // change, so the replay sees what the plan saw), fences and unlocks. Two
 // inserts of one key meet at its home bucket's lock. Erase locks the buckets
@@ -39,6 +45,9 @@ namespace robin_hood {
 // src/backend/cpu/robin_hood.rs.
 constexpr u64 SPAN_PER_CAP = 32;
 
+// Locks a walk may hold and still wait for the next one (see above).
+constexpr u64 WAIT_HELD = 8;
+
 // ---- per-bucket locks: bit b of the aux memory seen as 32-bit words ------
 __device__ __forceinline__ bool try_lock(u64* aux, u64 b) {
     u32* word = reinterpret_cast<u32*>(aux) + (b >> 5);
@@ -54,6 +63,15 @@ __device__ __forceinline__ bool try_lock(u64* aux, u64 b) {
 // hammering it with atomics).
 __device__ __forceinline__ bool is_locked(const u64* aux, u64 b) {
     return (*(reinterpret_cast<const volatile u32*>(aux) + (b >> 5)) >> (b & 31)) & 1u;
+}
+
+// Locks bucket b; waits while it is busy if `wait`, else gives up at once.
+__device__ __forceinline__ bool lock(u64* aux, u64 b, bool wait) {
+    while (!try_lock(aux, b)) {
+        if (!wait) return false;
+        do __nanosleep(64); while (is_locked(aux, b));
+    }
+    return true;
 }
 
 // Releases the n buckets from `first` on (wrapping at the table's end), one
@@ -73,13 +91,6 @@ __device__ __forceinline__ void unlock_run(u64* aux, u64 buckets, u64 first, u64
         b += run;
         if (b == buckets) b = 0;
     }
-}
-
-// Sleeps before a retry; the delay doubles up to 4 us (__nanosleep itself
-// sleeps up to twice the argument).
-__device__ __forceinline__ void back_off(u32& ns) {
-    __nanosleep(ns);
-    if (ns < 4096) ns *= 2;
 }
 
 // ---- one bucket in registers ----------------------------------------------
@@ -223,7 +234,8 @@ __device__ __forceinline__ bool empty_ahead(const ViewCore<K, V>& t, u64 b, u64 
 // cap or the walk its span). The span never exceeds the table, so no bucket
 // is locked twice.
 template <typename K, typename V>
-__device__ __forceinline__ bool try_insert(const ViewCore<K, V>& t, u64 x, V value, u32 mode, u32 op, int* out) {
+__device__ __forceinline__ bool try_insert(const ViewCore<K, V>& t, u64 x, V value, u32 mode, u32 op, int* out,
+                                           u64* busy) {
     typedef ViewCore<K, V> C;
     typedef typename C::raw raw;
     constexpr int S = C::SLOTS;
@@ -231,11 +243,16 @@ __device__ __forceinline__ bool try_insert(const ViewCore<K, V>& t, u64 x, V val
     const u64 span = cap * SPAN_PER_CAP < t.buckets ? cap * SPAN_PER_CAP : t.buckets;
     u64 b = home, held = 0, dist = 0;  // dist: buckets the carried key sits past its home at b
     bool looking = true;
-    int plan = -1;  // -1 open, 1 ends at an EMPTY slot, 0 fails
+    // -1 open, 1 ends at an EMPTY slot, 0 fails. With no EMPTY slot within
+    // the span (read without locks: none comes back while inserts run) the
+    // insert can only find x, so it locks just x's lookup, not the cap: on a
+    // full table that is what keeps failing inserts from queueing on locks.
+    int plan = empty_ahead(t, home, span) ? -1 : 0;
     int r = -1;     // EXISTING once x is found
     for (u64 j = 0; j < span && (looking || plan < 0); ++j) {
-        if (!try_lock(t.aux, b)) {
+        if (!lock(t.aux, b, held < WAIT_HELD && b >= home)) {
             unlock_run(t.aux, t.buckets, home, held);
+            *busy = b;
             return false;
         }
         ++held;
@@ -272,39 +289,31 @@ __device__ __forceinline__ bool try_insert(const ViewCore<K, V>& t, u64 x, V val
     return true;
 }
 
-// Runs `attempt` (one try of a locked walk from x's home; false when a lock
-// was busy) until it completes. Retries are decided by a per-thread coin: two
-// threads of one warp whose walks meet on each other's locks (around the
-// wrap) would otherwise fail, release and retry in lockstep forever; a round
-// where only one of them tries lets it through. A retry also waits while the
-// home bucket is locked (where duplicates of a key queue).
+// Runs `attempt` (one try of a locked walk from x's home; false when the
+// lock of bucket *busy was busy, with every lock released) until it
+// completes, waiting before each retry until that lock is free, then a
+// little more by lane (two walks that meet each other's locks around the
+// wrap would otherwise retry in lockstep).
 template <typename K, typename V, typename F>
-__device__ __forceinline__ void with_retries(const ViewCore<K, V>& t, u64 x, F&& attempt) {
-    u32 ns = 64;
-    u32 coin = ((blockIdx.x * blockDim.x + threadIdx.x) * 0x9e3779b9u ^ (u32)x) | 1u;
-    bool go = true, first = true;
-    while (true) {
-        if (go && (first || !is_locked(t.aux, t.home(x))) && attempt()) return;
-        first = false;
-        back_off(ns);
-        coin ^= coin << 13;  // xorshift32
-        coin ^= coin >> 17;
-        coin ^= coin << 5;
-        go = coin & 1u;
+__device__ __forceinline__ void with_retries(const ViewCore<K, V>& t, F&& attempt) {
+    u64 busy = 0;
+    while (!attempt(&busy)) {
+        while (is_locked(t.aux, busy)) __nanosleep(64);
+        __nanosleep(32 * (1 + (threadIdx.x & 31)));
     }
 }
 
 template <typename K, typename V>
 __device__ __forceinline__ int insert(const ViewCore<K, V>& t, u64 x, V value, u32 mode, u32 op) {
     int r = FAILED;
-    with_retries(t, x, [&] { return try_insert(t, x, value, mode, op, &r); });
+    with_retries(t, [&](u64* busy) { return try_insert(t, x, value, mode, op, &r, busy); });
     return r;
 }
 
 // One attempt at an erase: x's lookup with every bucket on it locked, so an
 // erase in a user's kernel never misses a key an insert is moving.
 template <typename K, typename V>
-__device__ __forceinline__ bool try_erase(const ViewCore<K, V>& t, u64 x, bool* out) {
+__device__ __forceinline__ bool try_erase(const ViewCore<K, V>& t, u64 x, bool* out, u64* busy) {
     typedef typename ViewCore<K, V>::W W;
     typedef typename ViewCore<K, V>::raw raw;
     constexpr int S = ViewCore<K, V>::SLOTS;
@@ -312,8 +321,9 @@ __device__ __forceinline__ bool try_erase(const ViewCore<K, V>& t, u64 x, bool* 
     u64 b = home, held = 0;
     bool hit = false;
     for (u64 j = 0; j < t.limit; ++j) {
-        if (!try_lock(t.aux, b)) {
+        if (!lock(t.aux, b, held < WAIT_HELD && b >= home)) {
             unlock_run(t.aux, t.buckets, home, held);
+            *busy = b;
             return false;
         }
         ++held;
@@ -337,7 +347,7 @@ __device__ __forceinline__ bool try_erase(const ViewCore<K, V>& t, u64 x, bool* 
 template <typename K, typename V>
 __device__ __forceinline__ bool erase(const ViewCore<K, V>& t, u64 x) {
     bool hit = false;
-    with_retries(t, x, [&] { return try_erase(t, x, &hit); });
+    with_retries(t, [&](u64* busy) { return try_erase(t, x, &hit, busy); });
     return hit;
 }
 

@@ -32,9 +32,10 @@
 //! whose residents are all richer than the key would be there, or at the cap.
 //!
 //! Concurrency: an insert locks every bucket it walks, in walk order, with a
-//! try-lock bit per bucket in the aux words; on a busy lock it releases them
-//! all, backs off and starts over (no waiting while holding, so no
-//! deadlock). Under the locks it plans the cascade with plain reads, then
+//! lock bit per bucket in the aux words. Until its walk wraps past the
+//! table's end it waits for a busy lock (it then holds only lower buckets, so
+//! waits never form a cycle); past the wrap it only tries, and on a busy
+//! lock releases them all, backs off and starts over. Under the locks it plans the cascade with plain reads, then
 //! replays the same decisions writing (the buckets cannot change under the
 //! locks, so the replay sees what the plan saw). Two inserts of one key meet
 //! at its home bucket's lock, so the second sees the first's key. Erase
@@ -130,6 +131,22 @@ impl<'a, Wd: Word> RobinHood<'a, Wd> {
         word.fetch_or(bit, Ordering::Acquire) & bit == 0
     }
 
+    /// Locks bucket `b`, waiting while it is busy if `wait`, else giving up
+    /// at once.
+    #[inline(always)]
+    fn lock(&self, b: u64, wait: bool) -> bool {
+        let mut backoff = Backoff(0);
+        loop {
+            if self.try_lock(b) {
+                return true;
+            }
+            if !wait {
+                return false;
+            }
+            backoff.snooze();
+        }
+    }
+
     #[inline(always)]
     fn unlock(&self, b: u64) {
         let (word, bit) = self.lock_word(b);
@@ -184,15 +201,17 @@ impl<'a, Wd: Word> RobinHood<'a, Wd> {
         let span = self.span();
         let (mut b, mut held) = (home, 0u64);
         let mut looking = true;
-        // Some(true): the cascade ends at an EMPTY slot; Some(false): it fails.
-        let mut plan: Option<bool> = None;
+        // Some(true): the cascade ends at an EMPTY slot; Some(false): it
+        // fails. With no EMPTY slot within the span (none comes back while
+        // inserts run) only the key's lookup needs locks, not the cap.
+        let mut plan: Option<bool> = if self.empty_ahead(home, span) { None } else { Some(false) };
         // Buckets the carried key sits past its home at `b`.
         let mut dist = 0u64;
         for j in 0..span {
             if !looking && plan.is_some() {
                 break;
             }
-            if !self.try_lock(b) {
+            if !self.lock(b, b >= home) {
                 self.unlock_run(home, held);
                 return None;
             }
@@ -276,7 +295,7 @@ impl<'a, Wd: Word> RobinHood<'a, Wd> {
         let home = self.s.probe.home(key);
         let (mut b, mut held, mut hit) = (home, 0u64, false);
         for j in 0..self.s.probe.limit {
-            if !self.try_lock(b) {
+            if !self.lock(b, b >= home) {
                 self.unlock_run(home, held);
                 return None;
             }
