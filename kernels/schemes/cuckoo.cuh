@@ -6,10 +6,14 @@
 // for the geometry), so a serial run places keys as the CPU does.
 //
 // Inserts change a bucket only while holding its lock (flat) or its
-// region's (two-level); locks are only ever tried, never waited for while
-// another is held (a busy one: release all, sleep, start over), so no
-// thread waits on a thread that waits. Lookups and erases take no locks:
-// they must not run while inserts run (a key being moved may be missed).
+// region's (two-level). Waiting follows one order, so waits never form a
+// cycle: a flat insert waits for its candidate buckets in ascending order,
+// then only tries the buckets of an eviction path (a busy one: release all,
+// sleep, start over), and waits for the stash lock last (whose holder waits
+// for nothing); a two-level insert holds one lock. (Trying every lock and
+// releasing on any busy one, as an earlier version did, livelocked small
+// tables.) Lookups and erases take no locks: they must not run while
+// inserts run (a key being moved may be missed).
 #pragma once
 
 namespace gh {
@@ -228,6 +232,12 @@ template <typename K, typename V> struct Flat {
         u32 bit = 1u << (b & 31);
         return !(atomicOr(&locks[b >> 5], bit) & bit);
     }
+    // Waits for bucket b's lock (polling the word, not hammering it with atomics).
+    __device__ __forceinline__ void lock(u64 b) const {
+        const u32 bit = 1u << (b & 31);
+        while (!try_lock(b))
+            do __nanosleep(64); while (*(const volatile u32*)&locks[b >> 5] & bit);
+    }
     __device__ __forceinline__ void unlock(u64 b) const { atomicAnd(&locks[b >> 5], ~(1u << (b & 31))); }
 
     // Releases the candidates (each once) and the path's buckets.
@@ -249,14 +259,19 @@ template <typename K, typename V> struct Flat {
         return -1;
     }
 
-    // One attempt; -1 if a lock was busy (everything released).
-    __device__ int try_insert(const u64* xc, u64 k, V value, u32 mode, u32 op, Path& p) const {
+    // One attempt; -1 if an eviction path's lock was busy (everything
+    // released; *busy names the bucket).
+    __device__ int try_insert(const u64* xc, u64 k, V value, u32 mode, u32 op, Path& p, u64* busy) const {
         p.n = 0;
-        for (int j = 0; j < D; ++j) {
-            bool dup = false;
-            for (int i = 0; i < j; ++i) dup |= xc[i] == xc[j];
-            if (dup) continue;
-            if (!try_lock(xc[j])) { release(xc, j, p); return -1; }
+        // The candidates, waited for in ascending order (each once).
+        u64 lo = ~0ull;
+        for (int n = 0; n < D; ++n) {
+            u64 next = ~0ull;
+            for (int j = 0; j < D; ++j)
+                if ((lo == ~0ull || xc[j] > lo) && xc[j] < next) next = xc[j];
+            if (next == ~0ull) break;
+            lock(next);
+            lo = next;
         }
         __threadfence();
         const raw word = W::pack(k, to_bits<V>(value));
@@ -272,16 +287,23 @@ template <typename K, typename V> struct Flat {
         } else if (e.place_free(xc, word)) {
             r = INSERTED;
         } else {
-            int w = e.walk(space(), k, xc, e.t.limit, p, [&](u64 b) { return try_lock(b); });
+            // A walk without locks first: when it finds no path (as on a full
+            // table) the locked one is skipped, so refused keys lock nothing
+            // past their candidates.
+            int w = e.walk(space(), k, xc, e.t.limit, p, [](u64) { return true; });
+            p.n = 0;
+            if (w > 0) w = e.walk(space(), k, xc, e.t.limit, p, [&](u64 b) { *busy = b; return try_lock(b); });
             if (w < 0) { release(xc, D, p); return -1; }
             if (w > 0) {
                 e.apply(p, word);
                 r = INSERTED;
-            } else if (stash == 0) {
+            } else if (stash == 0 || __popcll(stash_mask()) >= stash) {
+                // Stash slots are freed only by erases, which never run with
+                // inserts: a full mask stays full.
                 r = FAILED;
             } else {
                 const u64 sl = e.t.buckets;
-                if (!try_lock(sl)) { release(xc, D, p); return -1; }
+                lock(sl);
                 __threadfence();
                 r = FAILED;
                 for (int s = 0; s < stash; ++s) {
@@ -326,9 +348,14 @@ __device__ int insert(const ViewCore<K, V>& t, u64 k, V value, u32 mode, u32 op)
     candidates(f, k, xc);
     Path p;
     for (u32 attempt = 0; attempt < MAX_ATTEMPTS; ++attempt) {
-        int r = f.try_insert(xc, k, value, mode, op, p);
+        u64 busy = 0;
+        int r = f.try_insert(xc, k, value, mode, op, p, &busy);
         if (r >= 0) return r;
-        back_off(attempt);
+        // Holding nothing, wait until the path's busy bucket is free, then a
+        // little more by lane and attempt (threads of a warp that met on
+        // each other's paths would otherwise retry in lockstep).
+        while (*(const volatile u32*)&f.locks[busy >> 5] & (1u << (busy & 31))) __nanosleep(64);
+        back_off(attempt < 3 ? attempt : 3);
     }
     return FAILED;
 }
@@ -390,7 +417,7 @@ template <typename K, typename V> struct Regions {
         return Space{r * rb, rb, mix64(r ^ (n << 40), e.t.seed ^ GH_CUCKOO_REGION_SALT)};
     }
     // Region r's space as lookups see it (seed number from its region word).
-    __device__ __forceinline__ Space current(u64 r) const { return space(r, __ldcg(&e.t.aux[r]) & ~GH_CUCKOO_REGION_LOCK); }
+    __device__ __forceinline__ Space current(u64 r) const { return space(r, __ldcg(&e.t.aux[r]) & GH_CUCKOO_REGION_SEED); }
 
     __device__ __forceinline__ void cands(const Space& sp, u64 k, u64* xc) const {
         for (int j = 0; j < D; ++j) xc[j] = sp.cand(k, j);
@@ -463,15 +490,14 @@ __device__ int insert(const ViewCore<K, V>& t, u64 k, V value, u32 mode, u32 op)
     Regions<K, V> g(t);
     const u64 r = g.region(k);
     u64* rw = &t.aux[r];
-    u64 old = 0;
-    for (u32 attempt = 0;; ++attempt) {
-        old = atomicOr(rw, GH_CUCKOO_REGION_LOCK);
-        if (!(old & GH_CUCKOO_REGION_LOCK)) break;
-        if (attempt == cuckoo::MAX_ATTEMPTS) return FAILED;
-        cuckoo::back_off(attempt);
-    }
+    // One lock per region and no other held, so waiting is safe; poll the
+    // word rather than hammer it with atomics.
+    u64 old;
+    while ((old = atomicOr(rw, GH_CUCKOO_REGION_LOCK)) & GH_CUCKOO_REGION_LOCK)
+        do __nanosleep(64); while (*(volatile u64*)rw & GH_CUCKOO_REGION_LOCK);
     __threadfence();
-    u64 n = old;
+    const u64 n = old & GH_CUCKOO_REGION_SEED;
+    u64 out = old & ~GH_CUCKOO_REGION_LOCK;  // the region word to unlock with
     const Space sp = g.space(r, n);
     u64 xc[cuckoo::MAX_CHOICES];
     g.cands(sp, k, xc);
@@ -483,14 +509,17 @@ __device__ int insert(const ViewCore<K, V>& t, u64 k, V value, u32 mode, u32 op)
         res = EXISTING;
     } else if (g.place(sp, word, t.limit, p)) {
         res = INSERTED;
+    } else if (old & GH_CUCKOO_REGION_FULL) {
+        res = FAILED;  // a rebuild failed and no key left since: do not redo it
     } else {
         bool ok;
-        n = g.rebuild(r, n, word, p, &ok);
+        const u64 n2 = g.rebuild(r, n, word, p, &ok);
         res = ok ? INSERTED : FAILED;
+        out = ok ? n2 : n | GH_CUCKOO_REGION_FULL;
     }
-    // Publishes the region's writes, then unlocks with its seed number.
+    // Publishes the region's writes, then unlocks with its seed number and flag.
     __threadfence();
-    atomicExch(rw, n);
+    atomicExch(rw, out);
     return res;
 }
 
@@ -498,10 +527,14 @@ template <typename K, typename V>
 __device__ __forceinline__ bool erase(const ViewCore<K, V>& t, u64 k) {
     Regions<K, V> g(t);
     u64 xc[cuckoo::MAX_CHOICES];
-    g.cands(g.current(g.region(k)), k, xc);
+    const u64 r = g.region(k);
+    g.cands(g.current(r), k, xc);
     int j, i;
     if (!g.e.locate(xc, k, &j, &i)) return false;
-    return g.e.free_slot(g.e.cell(xc[j], i), k);
+    if (!g.e.free_slot(g.e.cell(xc[j], i), k)) return false;
+    // A slot came free: a later rebuild of the region may succeed again.
+    if (__ldcg(&t.aux[r]) & GH_CUCKOO_REGION_FULL) atomicAnd(&t.aux[r], ~GH_CUCKOO_REGION_FULL);
+    return true;
 }
 
 template <typename K, typename V>

@@ -89,6 +89,15 @@ pub const fn rebuild_may_fit(live: u64, slots: u64) -> bool {
 /// Bit of a region word that locks the region.
 pub const REGION_LOCK: u64 = 1 << 63;
 
+/// Bit of a region word set when a rebuild of the region failed: later
+/// inserts that would need a rebuild are refused at once instead of redoing
+/// it (each try re-places every pair of the region under every seed, a long
+/// serial job on a GPU thread), until an erase frees one of its slots.
+pub const REGION_FULL: u64 = 1 << 62;
+
+/// Bits of a region word holding its seed number.
+pub const REGION_SEED: u64 = !(REGION_LOCK | REGION_FULL);
+
 /// Most rebuild areas of the GPU's two-level tables (one region's words
 /// each, claimed by a rebuilding thread; 64 x 16 KiB).
 pub const REBUILD_AREAS: u64 = 64;
@@ -200,7 +209,13 @@ pub(crate) fn cuda_defines() -> String {
     for (j, salt) in SALTS.iter().enumerate() {
         s += &format!("#define GH_CUCKOO_SALT_{j} 0x{salt:016x}ull\n");
     }
-    for (name, v) in [("WALK_SALT", WALK_SALT), ("REGION_SALT", REGION_SALT), ("REGION_LOCK", REGION_LOCK)] {
+    for (name, v) in [
+        ("WALK_SALT", WALK_SALT),
+        ("REGION_SALT", REGION_SALT),
+        ("REGION_LOCK", REGION_LOCK),
+        ("REGION_FULL", REGION_FULL),
+        ("REGION_SEED", REGION_SEED),
+    ] {
         s += &format!("#define GH_CUCKOO_{name} 0x{v:016x}ull\n");
     }
     for (name, v) in [

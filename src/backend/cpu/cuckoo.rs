@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use super::{prefetch, Placed, Probing, Slots};
 use crate::core::cuckoo::{
     candidate, choices, rebuild_may_fit, stash_buckets, walk_word, FlatAux, Regions, MAX_CHOICES, MAX_EVICTIONS, REBUILD_SEEDS,
-    REGION_LOCK,
+    REGION_FULL, REGION_LOCK, REGION_SEED,
 };
 use crate::core::layout::{slot_state, SlotState, Word};
 
@@ -524,43 +524,60 @@ impl<Wd: Word> Probing<Wd> for TwoLevel<'_, Wd> {
             back_off(attempt);
             attempt += 1;
         };
+        let (n, full) = (n & REGION_SEED, n & REGION_FULL != 0);
         let g = self.region(r, n);
         let xc = g.cands(key);
-        let (placed, n) = if let Some((j, i, w)) = self.e.locate(&xc, key) {
+        // The region word to unlock with: seed number and flag as they were.
+        let mut out = n | if full { REGION_FULL } else { 0 };
+        let placed = if let Some((j, i, w)) = self.e.locate(&xc, key) {
             self.e.update(xc[j], i, w, on_existing);
-            (Placed::Existing, n)
+            Placed::Existing
         } else if self.place(&g, Wd::pack(key, value), self.e.s.probe.limit) {
-            (Placed::New, n)
+            Placed::New
+        } else if full {
+            // A rebuild failed and no key left since: do not redo it.
+            Placed::Failed
         } else {
             match self.rebuild(r, n, Wd::pack(key, value)) {
-                Some(n2) => (Placed::New, n2),
-                None => (Placed::Failed, n),
+                Some(n2) => {
+                    out = n2;
+                    Placed::New
+                }
+                None => {
+                    out = n | REGION_FULL;
+                    Placed::Failed
+                }
             }
         };
-        // Unlocks, publishing the region's writes and its seed number.
-        lock.store(n, Ordering::Release);
+        // Unlocks, publishing the region's writes, its seed number and flag.
+        lock.store(out, Ordering::Release);
         placed
     }
 
     #[inline(always)]
     fn find(&self, key: u64) -> Option<Wd> {
         let (r, w) = self.region_of(key);
-        let g = self.region(r, w.load(Ordering::Acquire) & !REGION_LOCK);
+        let g = self.region(r, w.load(Ordering::Acquire) & REGION_SEED);
         self.e.locate(&g.cands(key), key).map(|(_, _, w)| w)
     }
 
     fn erase(&self, key: u64) -> bool {
-        let (r, w) = self.region_of(key);
-        let c = self.region(r, w.load(Ordering::Acquire) & !REGION_LOCK).cands(key);
-        match self.e.locate(&c, key) {
+        let (r, rw) = self.region_of(key);
+        let c = self.region(r, rw.load(Ordering::Acquire) & REGION_SEED).cands(key);
+        let freed = match self.e.locate(&c, key) {
             Some((j, i, w)) => self.e.free(c[j], i, w, key),
             None => false,
+        };
+        // A slot came free: a later rebuild of the region may succeed again.
+        if freed && rw.load(Ordering::Relaxed) & REGION_FULL != 0 {
+            rw.fetch_and(!REGION_FULL, Ordering::Relaxed);
         }
+        freed
     }
 
     fn displacement(&self, key: u64, slot: usize) -> u64 {
         let (r, w) = self.region_of(key);
-        let c = self.region(r, w.load(Ordering::Acquire) & !REGION_LOCK).cands(key);
+        let c = self.region(r, w.load(Ordering::Acquire) & REGION_SEED).cands(key);
         let b = (slot / self.e.s.spb) as u64;
         c[..self.e.d].iter().position(|&x| x == b).unwrap_or(self.e.d) as u64
     }
