@@ -112,6 +112,7 @@ extern "C" __global__ void gh_erase(View t, const K* keys, u64 n) {
 // `failed` as `base + i` (up to `failed_cap`; counters[2] holds the true
 // count), so launches over consecutive sub-ranges of one batch report
 // positions in the whole batch.
+#if GH_SCHEME == GH_SCHEME_LINEAR
 extern "C" __global__ void gh_insert(View t, const K* keys, const V* values, u64 n, u32 mode, u32 op,
                                      u32* failed, u64 failed_cap, u64 base) {
     u64 ins = 0, ex = 0;
@@ -127,6 +128,61 @@ extern "C" __global__ void gh_insert(View t, const K* keys, const V* values, u64
     block_add(&t.meta->counters[0], ins);
     block_add(&t.meta->counters[1], ex);
 }
+#else
+// The locking schemes (Robin Hood, cuckoo, two-level): lanes of a warp that
+// hold one key would only queue on its locks, so the lowest lane of each
+// group of equal keys inserts for the group (for insert-or-apply, the
+// group's values reduced first) and the others take its outcome. A key
+// repeated throughout a batch then costs one locked insert per warp.
+template <typename T> __device__ __forceinline__ T combine(T a, T b, u32 op) {
+    // Integers wrap like the atomics they stand in for.
+    if (op == gh::REDUCE_SUM) return (T)((u64)a + (u64)b);
+    if (op == gh::REDUCE_MIN) return b < a ? b : a;
+    return a < b ? b : a;
+}
+template <> __device__ __forceinline__ float combine<float>(float a, float b, u32 op) {
+    return op == gh::REDUCE_SUM ? a + b : op == gh::REDUCE_MIN ? fminf(a, b) : fmaxf(a, b);
+}
+template <> __device__ __forceinline__ double combine<double>(double a, double b, u32 op) {
+    return op == gh::REDUCE_SUM ? a + b : op == gh::REDUCE_MIN ? fmin(a, b) : fmax(a, b);
+}
+
+extern "C" __global__ void gh_insert(View t, const K* keys, const V* values, u64 n, u32 mode, u32 op,
+                                     u32* failed, u64 failed_cap, u64 base) {
+    const u32 lane = threadIdx.x & 31;
+    u64 ins = 0, ex = 0;
+    // Whole warps step together (blockDim.x is a multiple of 32), so every
+    // lane reaches the warp-wide votes; lanes past the batch's end sit out.
+    for (u64 w = thread_index() - lane; w < n; w += grid_stride()) {
+        const u64 i = w + lane;
+        const bool live = i < n;
+        const K key = live ? keys[i] : (K)0;
+        V value = live ? values[i] : gh::from_bits<V>(0);
+        const u32 group = __match_any_sync(0xffffffffu, key) & __ballot_sync(0xffffffffu, live);
+        if (!live) continue;
+        const int leader = __ffs(group) - 1;
+        if (mode == gh::MODE_APPLY) {
+            const V mine = value;  // shuffled as read, not as combined so far
+            for (u32 rest = group & (group - 1); rest; rest &= rest - 1)
+                value = combine(value, __shfl_sync(group, mine, __ffs(rest) - 1), op);
+        }
+        int r = gh::FAILED;
+        if ((int)lane == leader) {
+            r = t.template insert_as<GH_SCHEME>(key, value, mode, op);
+            const u64 others = __popc(group) - 1;
+            ins += r == gh::INSERTED;
+            ex += r == gh::EXISTING ? others + 1 : r == gh::INSERTED ? others : 0;
+        }
+        r = __shfl_sync(group, r, leader);
+        if (r == gh::FAILED) {
+            u64 at = atomicAdd(&t.meta->counters[2], 1ull);
+            if (at < failed_cap) failed[at] = (u32)(base + i);
+        }
+    }
+    block_add(&t.meta->counters[0], ins);
+    block_add(&t.meta->counters[1], ex);
+}
+#endif
 
 // Looks keys up: values (zero bits when absent) and a found mask (0/1 bytes).
 extern "C" __global__ void gh_find(View t, const K* keys, u64 n, V* out, unsigned char* found) {
@@ -152,11 +208,28 @@ extern "C" __global__ void gh_contains(View t, const K* keys, u64 n, unsigned ch
     block_add(&t.meta->counters[3], hits);
 }
 
+#if GH_SCHEME == GH_SCHEME_LINEAR
 extern "C" __global__ void gh_erase(View t, const K* keys, u64 n) {
     u64 gone = 0;
     for (u64 i = thread_index(); i < n; i += grid_stride()) gone += t.template erase_as<GH_SCHEME>(keys[i]);
     block_add(&t.meta->counters[3], gone);
 }
+#else
+// As gh_insert above: one erase per group of equal keys in a warp (the
+// others would find the key gone, after queueing on its locks).
+extern "C" __global__ void gh_erase(View t, const K* keys, u64 n) {
+    const u32 lane = threadIdx.x & 31;
+    u64 gone = 0;
+    for (u64 w = thread_index() - lane; w < n; w += grid_stride()) {
+        const u64 i = w + lane;
+        const bool live = i < n;
+        const K key = live ? keys[i] : (K)0;
+        const u32 group = __match_any_sync(0xffffffffu, key) & __ballot_sync(0xffffffffu, live);
+        if (live && (int)lane == __ffs(group) - 1) gone += t.template erase_as<GH_SCHEME>(key);
+    }
+    block_add(&t.meta->counters[3], gone);
+}
+#endif
 
 #endif  // GH_SCHEME == GH_SCHEME_HASHINATOR
 
