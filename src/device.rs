@@ -28,25 +28,10 @@ impl Device {
     }
 
     /// `Ok` if tables of `scheme` can be created on this device, or why not.
-    ///
-    /// On CUDA the Robin Hood and cuckoo schemes are experimental: their
-    /// inserts take try-locks, and on small tables tens of thousands of
-    /// threads contend for a few locks and crawl (measured on an H200: the
-    /// conformance suite's small tables did not finish in a minute, while
-    /// tables of 2^24-2^27 slots ran). They are refused unless
-    /// `GPUHASH_EXPERIMENTAL_SCHEMES=1` is set.
+    /// Every scheme runs on every device that is available.
     pub fn check_scheme(self, scheme: crate::Scheme) -> Result<(), Error> {
-        use crate::Scheme;
-        self.check_available()?;
-        let locking = matches!(scheme, Scheme::RobinHood | Scheme::Cuckoo | Scheme::TwoLevel);
-        let allowed = std::env::var("GPUHASH_EXPERIMENTAL_SCHEMES").is_ok_and(|v| v == "1");
-        match self {
-            Device::Cuda(_) if locking && !allowed => Err(Error::Unsupported(format!(
-                "the {scheme} scheme on CUDA is experimental (its inserts crawl on small tables under lock \
-                 contention); set GPUHASH_EXPERIMENTAL_SCHEMES=1 to use it"
-            ))),
-            _ => Ok(()),
-        }
+        let _ = scheme;
+        self.check_available()
     }
 
     /// `Ok` if tables can be created on this device, or why not.

@@ -110,14 +110,7 @@ pub fn scaled(n: usize) -> usize {
 /// Whether the tests may run on `dev`. A missing CUDA device skips the test
 /// loudly (or fails it when `GPUHASH_REQUIRE_CUDA=1`); any other device must work.
 pub fn usable(dev: Target) -> Option<Target> {
-    if dev.device.check_available().is_ok() {
-        if let Err(e) = dev.device.check_scheme(dev.scheme) {
-            // Present but not enabled here (experimental on this device).
-            eprintln!("skipped: {e}");
-            return None;
-        }
-    }
-    match dev.device.check_available() {
+    match dev.device.check_scheme(dev.scheme) {
         Ok(()) => Some(dev),
         Err(e) => {
             let required = std::env::var("GPUHASH_REQUIRE_CUDA").is_ok_and(|v| v == "1");

@@ -245,8 +245,8 @@ struct Settings {
 fn resolve(args: &BenchArgs, device: Device) -> Result<Settings, BenchError> {
     let p: Preset = if args.full { defaults::FULL } else { defaults::QUICK };
     let pick = |flag: &Option<List<u32>>, preset: &[u32]| flag.as_ref().map_or(preset.to_vec(), |l| l.0.clone());
-    // Schemes this device does not enable (experimental ones on CUDA) are
-    // left out with a note rather than failing the whole run.
+    // Schemes this device cannot run are left out with a note rather than
+    // failing the whole run.
     let mut schemes = args.scheme.as_ref().map_or(vec![defaults::SCHEME.to_string()], |l| l.0.clone());
     schemes.retain(|name| match name.parse::<gpuhash::Scheme>().map(|s| device.check_scheme(s)) {
         Ok(Err(e)) => {
