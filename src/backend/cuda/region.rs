@@ -28,7 +28,9 @@
 //!
 //! **Off by default** (`GPUHASH_REGION_BUILD=1` turns it on) until measured
 //! faster than the plain kernel. `GPUHASH_REGION_TRACE=1` prints the device
-//! milliseconds of each phase of every region build to stderr.
+//! milliseconds of each phase of every region build to stderr;
+//! `GPUHASH_REGION_TWO_PASS=1` takes the two-pass partition for tables of
+//! three regions or more (the tests' tables would otherwise take one).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -119,11 +121,19 @@ struct Plan {
     parts2: u64,
 }
 
+/// `GPUHASH_REGION_TWO_PASS=1`: two partition passes whenever there are
+/// more than two regions, so the tests' small tables reach the second pass.
+fn force_two_pass() -> bool {
+    static ON: OnceLock<bool> = OnceLock::new();
+    *ON.get_or_init(|| std::env::var("GPUHASH_REGION_TWO_PASS").is_ok_and(|v| v == "1"))
+}
+
 impl Plan {
-    fn new(n: u64, regions: u64, sms: u64, word_bytes: usize) -> Plan {
+    fn new(n: u64, regions: u64, sms: u64, word_bytes: usize, two_pass: bool) -> Plan {
         // Two digits of about equal width: a few hundred bins per pass for
         // 2^14 regions, so runs of one bin in a 4096-key tile are long.
-        let shift = if regions <= ONE_PASS_REGIONS { 0 } else { (u64::BITS - (regions - 1).leading_zeros()) / 2 };
+        let one_pass = regions <= ONE_PASS_REGIONS && !two_pass;
+        let shift = if one_pass { 0 } else { (u64::BITS - (regions - 1).leading_zeros()) / 2 };
         let bins1 = regions.div_ceil(1 << shift);
         let blocks = (sms * PART_BLOCKS_PER_SM).max(1);
         let parts1 = n.div_ceil(tile(word_bytes)).clamp(1, blocks);
@@ -324,7 +334,7 @@ impl<K: Key, V: Value> CudaTable<K, V> {
         let n = keys.len() as u64;
         let rb = REGION_BUCKETS;
         let word = K::Word::<V>::BYTES;
-        let plan = Plan::new(n, self.probe.buckets.div_ceil(rb), self.sms, word);
+        let plan = Plan::new(n, self.probe.buckets.div_ceil(rb), self.sms, word, force_two_pass());
         let stream = self.stream.clone();
         let ordinal = self.ctx.ordinal();
         let dev = move |err| super::driver_error(ordinal, err);
@@ -492,20 +502,26 @@ mod tests {
     #[test]
     fn plans_split_regions_into_two_digits() {
         // 2^27 eight-byte slots: 2^14 regions, 128 bins per pass.
-        let p = Plan::new(1 << 26, 1 << 14, 132, 8);
+        let p = Plan::new(1 << 26, 1 << 14, 132, 8, false);
         assert_eq!((p.shift, p.bins1), (7, 128));
         assert_eq!(p.parts1, 528);
         assert_eq!(p.parts2, 4);
         // Regions not a power of two: the last pass-1 bin is partial.
-        let p = Plan::new(1 << 20, 1000, 132, 16);
+        let p = Plan::new(1 << 20, 1000, 132, 16, false);
         assert_eq!((p.shift, p.bins1), (5, 32));
         assert!(p.bins1 << p.shift >= 1000);
         // Few regions: one pass, by region.
-        let p = Plan::new(1 << 20, 200, 132, 8);
+        let p = Plan::new(1 << 20, 200, 132, 8, false);
         assert_eq!((p.shift, p.bins1), (0, 200));
         assert!(!p.two_pass());
+        // The tests' tables of 4 and 8 regions, forced to two passes.
+        let p = Plan::new(1 << 14, 4, 132, 8, true);
+        assert_eq!((p.shift, p.bins1), (1, 2));
+        let p = Plan::new(1 << 14, 5, 132, 16, true);
+        assert_eq!((p.shift, p.bins1), (1, 3));
+        assert!(Plan::new(1 << 14, 2, 132, 8, true).shift == 0, "two regions: one pass");
         // The most regions stay within the kernels' u16 bins and 4096 per pass.
-        let p = Plan::new(1 << 30, MAX_REGIONS, 132, 8);
+        let p = Plan::new(1 << 30, MAX_REGIONS, 132, 8, false);
         assert!(p.bins1 <= 4096 && (1u64 << p.shift) <= 4096);
         // Scatter shared memory fits two blocks per SM on an H100/H200.
         assert!(scatter_shared_bytes(8, 128) * 2 <= 227 << 10);
