@@ -500,6 +500,16 @@ mod tests {
     }
 
     #[test]
+    fn scratch_goes_back_to_its_device_and_can_be_released() {
+        let ordinal = usize::MAX; // no such device: only the cache is involved
+        drop(Taken::new(ordinal));
+        assert!(cache().lock().unwrap().contains_key(&ordinal), "put back after the build");
+        assert_eq!(release_scratch(ordinal), 0, "nothing was allocated");
+        assert!(!cache().lock().unwrap().contains_key(&ordinal));
+        assert_eq!(release_scratch(ordinal), 0);
+    }
+
+    #[test]
     fn plans_split_regions_into_two_digits() {
         // 2^27 eight-byte slots: 2^14 regions, 128 bins per pass.
         let p = Plan::new(1 << 26, 1 << 14, 132, 8, false);
