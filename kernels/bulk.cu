@@ -308,34 +308,308 @@ extern "C" __global__ void gh_displacement(View t, u64 slots) {
 // ---- region build -------------------------------------------------------------
 // A large batch is inserted region by region: a region is `rb` consecutive
 // buckets (64 KiB), the most one block holds in shared memory at a useful
-// occupancy. The scatter pass bins the batch by the region of each key's home
-// bucket; one block per region then loads its region, inserts its bin with
+// occupancy. A partition sorts the batch by the region of each key's home
+// bucket into packed bins (region r's pairs at [offsets[r], offsets[r+1]));
+// one block per region then loads its region, inserts its bin with
 // shared-memory atomics (the same first-EMPTY-slot rule as `linear::insert`,
 // so the table is exactly what the plain kernel would build) and writes the
-// region back with coalesced stores. Keys whose sequence leaves the region,
-// keys of an overfull bin and out-of-band keys are deferred to the plain
-// kernel, which runs after and sees the built regions. counters[2] counts the
-// deferred positions.
+// region back with coalesced stores. Keys whose sequence leaves the region
+// and out-of-band keys are deferred to the plain kernel, which runs after and
+// sees the built regions. counters[2] counts the deferred positions.
+//
+// The partition is a most-significant-digit radix partition of the region
+// index, one or two passes (src/backend/cuda/region.rs picks): pass 1 bins
+// by `region >> shift` (every region when shift is 0), pass 2 splits each
+// pass-1 bin ("segment") by `region & (2^shift - 1)`. A few hundred bins per
+// pass keep both the per-block counts and the write fronts small; one pass
+// over ~16 Ki regions would need either an atomic per key or scattered
+// 8-byte writes that thrash L2. Each pass is three kernels:
+//   gh_region_hist*   each block counts its slice's keys per bin in shared
+//                     memory, stores its counts and adds them to the global
+//                     counts (one atomic per block and nonzero bin);
+//   gh_region_scan    exclusive prefix sums of the counts: exact bin offsets
+//                     (and cursors), so bins are packed and never overflow;
+//   gh_region_scatter* each block reserves its range of every bin (one
+//                     atomic per block and nonzero bin), then per tile
+//                     groups its keys by bin in shared memory and writes
+//                     each bin's run with consecutive threads.
+// The hist and scatter kernels of a pass split the work identically: block
+// (x, y) takes part x of `gridDim.x` of segment y (pass 1: the whole batch).
 
-// Bins the batch: bin r holds up to bin_cap pairs and their batch positions.
-extern "C" __global__ void gh_region_scatter(View t, const K* keys, const V* values, u64 n, u64 rb,
-                                             u32* bin_count, u64 bin_cap, View::raw* bin_words, u32* bin_pos,
-                                             u32* deferred) {
-    for (u64 i = thread_index(); i < n; i += grid_stride()) {
-        K key = keys[i];
-        bool defer = View::special_index(key) >= 0;
-        if (!defer) {
-            u64 r = t.home((u64)key) / rb;
-            u32 at = atomicAdd(&bin_count[r], 1u);
-            if (at < bin_cap) {
-                bin_words[r * bin_cap + at] = View::W::pack((u64)key, gh::to_bits<V>(values[i]));
-                bin_pos[r * bin_cap + at] = (u32)i;
-            } else {
-                defer = true;
+// Threads of the partition and build kernels (the host launches these).
+#define GH_PART_THREADS 512
+// Keys a partition thread stages per tile: tiles of 4096 keys (2048 for
+// 16-byte words) keep the shared staging area at 56 KiB / 44 KiB.
+constexpr u32 PART_ITEMS = View::WORD_BYTES == 8 ? 8 : 4;
+constexpr u32 PART_TILE = GH_PART_THREADS * PART_ITEMS;
+
+// The slice [*lo, *hi) of the segment [seg_lo, seg_hi) that part x of
+// `parts` takes: equal shares, so the hist and scatter kernels agree.
+__device__ __forceinline__ void part_range(u64 seg_lo, u64 seg_hi, u32 x, u32 parts, u64* lo, u64* hi) {
+    const u64 per = (seg_hi - seg_lo + parts - 1) / parts;
+    *lo = min(seg_hi, seg_lo + x * per);
+    *hi = min(seg_hi, *lo + per);
+}
+
+// The segment of this block: the whole batch in pass 1, pass-1 bin
+// blockIdx.y (from the pass-1 offsets) in pass 2.
+template <bool FIRST>
+__device__ __forceinline__ void block_slice(u64 n, const u32* seg_off, u64* lo, u64* hi) {
+    const u64 seg_lo = FIRST ? 0 : seg_off[blockIdx.y], seg_hi = FIRST ? n : seg_off[blockIdx.y + 1];
+    part_range(seg_lo, seg_hi, blockIdx.x, gridDim.x, lo, hi);
+}
+
+// A key's region; pass 1 reads the batch, pass 2 the packed words of pass 1.
+template <bool FIRST>
+__device__ __forceinline__ u64 region_of(const View& t, u64 rb, const K* keys, const View::raw* words, u64 i,
+                                         bool* defer) {
+    u64 k;
+    if (FIRST) {
+        const K key = keys[i];
+        *defer = View::special_index(key) >= 0;
+        k = (u64)key;
+    } else {
+        *defer = false;
+        k = View::W::key(words[i]);
+    }
+    return t.home(k) / rb;
+}
+
+// The bin of a region in this pass (its index within the block's segment).
+template <bool FIRST>
+__device__ __forceinline__ u32 digit(u64 region, u32 shift) {
+    return FIRST ? (u32)(region >> shift) : (u32)(region & ((1ull << shift) - 1));
+}
+
+template <bool FIRST>
+__device__ __forceinline__ void region_hist(View t, u64 rb, u32 shift, u32 bins, const K* keys,
+                                            const View::raw* words, u64 n, const u32* seg_off, u32* block_counts,
+                                            u32* counts) {
+    extern __shared__ u32 hist[];  // bins
+    for (u32 b = threadIdx.x; b < bins; b += blockDim.x) hist[b] = 0;
+    __syncthreads();
+    u64 lo, hi;
+    block_slice<FIRST>(n, seg_off, &lo, &hi);
+    for (u64 i = lo + threadIdx.x; i < hi; i += blockDim.x) {
+        bool defer;
+        const u64 r = region_of<FIRST>(t, rb, keys, words, i, &defer);
+        if (!defer) atomicAdd(&hist[digit<FIRST>(r, shift)], 1u);
+    }
+    __syncthreads();
+    const u64 block = (u64)blockIdx.y * gridDim.x + blockIdx.x;
+    for (u32 b = threadIdx.x; b < bins; b += blockDim.x) {
+        const u32 c = hist[b];
+        block_counts[block * bins + b] = c;
+        // Pass 2: segment y's bins are regions y * bins + b (bins = 2^shift).
+        if (c) atomicAdd(&counts[(u64)blockIdx.y * bins + b], c);
+    }
+}
+
+// Pass-1 counts of the batch by `region >> shift` (out-of-band keys excluded).
+extern "C" __global__ void __launch_bounds__(GH_PART_THREADS)
+    gh_region_hist1(View t, const K* keys, u64 n, u64 rb, u32 shift, u32 bins, u32* block_counts, u32* counts) {
+    region_hist<true>(t, rb, shift, bins, keys, nullptr, n, nullptr, block_counts, counts);
+}
+
+// Pass-2 counts of each pass-1 segment by `region & (2^shift - 1)`: counts
+// per region.
+extern "C" __global__ void __launch_bounds__(GH_PART_THREADS)
+    gh_region_hist2(View t, const View::raw* words, u64 rb, u32 shift, const u32* seg_off, u32* block_counts,
+                    u32* counts) {
+    region_hist<false>(t, rb, shift, 1u << shift, nullptr, words, 0, seg_off, block_counts, counts);
+}
+
+// offsets[j] = counts[0] + ... + counts[j - 1] for j <= len, and cursor[j] =
+// offsets[j] for j < len. One block of 1024 threads; len is at most a few
+// tens of thousands, so one block walking it in steps of 1024 is enough.
+extern "C" __global__ void __launch_bounds__(1024) gh_region_scan(const u32* counts, u64 len, u32* offsets,
+                                                                 u32* cursor) {
+    __shared__ u32 warp_sums[32];
+    __shared__ u32 carry;
+    const u32 lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    if (threadIdx.x == 0) carry = 0;
+    __syncthreads();
+    for (u64 first = 0; first < len; first += blockDim.x) {
+        const u64 j = first + threadIdx.x;
+        const u32 v = j < len ? counts[j] : 0;
+        u32 x = v;  // inclusive scan within the warp
+#pragma unroll
+        for (int o = 1; o < 32; o <<= 1) {
+            const u32 y = __shfl_up_sync(0xffffffffu, x, o);
+            if (lane >= (u32)o) x += y;
+        }
+        if (lane == 31) warp_sums[warp] = x;
+        __syncthreads();
+        if (warp == 0) {
+            u32 w = lane < (blockDim.x >> 5) ? warp_sums[lane] : 0;
+#pragma unroll
+            for (int o = 1; o < 32; o <<= 1) {
+                const u32 y = __shfl_up_sync(0xffffffffu, w, o);
+                if (lane >= (u32)o) w += y;
+            }
+            warp_sums[lane] = w;  // inclusive sums of the warps
+        }
+        __syncthreads();
+        const u32 excl = carry + (warp ? warp_sums[warp - 1] : 0) + x - v;
+        if (j < len) {
+            offsets[j] = excl;
+            cursor[j] = excl;
+        }
+        __syncthreads();  // every thread has read carry
+        if (threadIdx.x == blockDim.x - 1) carry = excl + v;
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) offsets[len] = carry;
+}
+
+// In-place exclusive prefix sums of a[0..len) (len <= 8 * blockDim.x) by the
+// whole block; returns the total to every thread.
+__device__ __forceinline__ u32 block_exclusive_scan(u32* a, u32 len) {
+    __shared__ u32 warp_sums[32];
+    const u32 lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const u32 per = (len + blockDim.x - 1) / blockDim.x;  // consecutive entries per thread
+    const u32 first = min(len, threadIdx.x * per), last = min(len, first + per);
+    u32 own = 0;
+    for (u32 j = first; j < last; ++j) own += a[j];
+    u32 x = own;
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+        const u32 y = __shfl_up_sync(0xffffffffu, x, o);
+        if (lane >= (u32)o) x += y;
+    }
+    if (lane == 31) warp_sums[warp] = x;
+    __syncthreads();
+    if (warp == 0) {
+        u32 w = lane < (blockDim.x >> 5) ? warp_sums[lane] : 0;
+#pragma unroll
+        for (int o = 1; o < 32; o <<= 1) {
+            const u32 y = __shfl_up_sync(0xffffffffu, w, o);
+            if (lane >= (u32)o) w += y;
+        }
+        warp_sums[lane] = w;
+    }
+    __syncthreads();
+    u32 run = (warp ? warp_sums[warp - 1] : 0) + x - own;
+    for (u32 j = first; j < last; ++j) {
+        const u32 c = a[j];
+        a[j] = run;
+        run += c;
+    }
+    const u32 total = warp_sums[(blockDim.x >> 5) - 1];
+    __syncthreads();  // warp_sums is reused by the next call
+    return total;
+}
+
+// Shared memory of the scatter kernels: the staged tile (words, positions,
+// bins) and two arrays of `bins` counters. The host sizes it the same way
+// (region.rs, scatter_shared_bytes).
+template <bool FIRST>
+__device__ __forceinline__ void region_scatter(View t, u64 rb, u32 shift, u32 bins, const K* keys,
+                                               const V* values, const View::raw* words_in, const u32* pos_in,
+                                               u64 n, const u32* seg_off, const u32* block_counts, u32* cursor,
+                                               View::raw* words_out, u32* pos_out, u32* deferred) {
+    typedef View::raw raw;
+    extern __shared__ __align__(16) unsigned char smem[];
+    raw* s_word = (raw*)smem;                                    // PART_TILE
+    u32* s_pos = (u32*)(s_word + PART_TILE);                     // PART_TILE
+    u32* s_next = s_pos + PART_TILE;                             // bins: where the block's next key of a bin goes
+    u32* s_tile = s_next + bins;                                 // bins: keys of a bin in the tile, then offsets
+    unsigned short* s_bin = (unsigned short*)(s_tile + bins);    // PART_TILE
+    const u32 lane = threadIdx.x & 31;
+    const u32 NONE = 0xffffffffu;
+
+    u64 lo, hi;
+    block_slice<FIRST>(n, seg_off, &lo, &hi);
+    // This block's range of every bin: one global atomic per nonzero bin.
+    const u64 block = (u64)blockIdx.y * gridDim.x + blockIdx.x;
+    for (u32 b = threadIdx.x; b < bins; b += blockDim.x) {
+        const u32 c = block_counts[block * bins + b];
+        s_next[b] = c ? atomicAdd(&cursor[(u64)blockIdx.y * bins + b], c) : 0;
+    }
+    for (u64 tile = lo; tile < hi; tile += PART_TILE) {
+        const u32 len = (u32)min((u64)PART_TILE, hi - tile);
+        for (u32 b = threadIdx.x; b < bins; b += blockDim.x) s_tile[b] = 0;
+        __syncthreads();
+        // Each thread's keys of the tile, with their bin and rank in the bin
+        // packed as bin << 16 | rank (bins <= 4096, ranks < PART_TILE).
+        raw word[PART_ITEMS];
+        u32 pos[PART_ITEMS], place[PART_ITEMS];
+#pragma unroll
+        for (u32 k = 0; k < PART_ITEMS; ++k) {
+            const u32 j = k * blockDim.x + threadIdx.x;
+            place[k] = NONE;
+            bool defer = false;
+            if (j < len) {
+                const u64 i = tile + j;
+                const u64 r = region_of<FIRST>(t, rb, keys, words_in, i, &defer);
+                if (FIRST) {
+                    word[k] = defer ? raw() : View::W::pack((u64)keys[i], gh::to_bits<V>(values[i]));
+                    pos[k] = (u32)i;
+                } else {
+                    word[k] = words_in[i];
+                    pos[k] = pos_in[i];
+                }
+                if (!defer) {
+                    const u32 b = digit<FIRST>(r, shift);
+                    place[k] = b << 16 | atomicAdd(&s_tile[b], 1u);
+                }
+            }
+            if (FIRST) {
+                // Out-of-band keys: one global atomic per warp (all threads run every k).
+                const u32 mask = __ballot_sync(0xffffffffu, defer);
+                if (mask) {
+                    const u32 leader = __ffs(mask) - 1;
+                    u64 at = 0;
+                    if (lane == leader) at = atomicAdd(&t.meta->counters[2], (u64)__popc(mask));
+                    at = __shfl_sync(0xffffffffu, at, leader);
+                    if (defer) deferred[at + __popc(mask & ((1u << lane) - 1))] = pos[k];
+                }
             }
         }
-        if (defer) deferred[atomicAdd(&t.meta->counters[2], 1ull)] = (u32)i;
+        __syncthreads();
+        const u32 binned = block_exclusive_scan(s_tile, bins);  // s_tile: offset of each bin in the tile
+        // Group the tile by bin in shared memory ...
+#pragma unroll
+        for (u32 k = 0; k < PART_ITEMS; ++k) {
+            if (place[k] == NONE) continue;
+            const u32 b = place[k] >> 16, j = s_tile[b] + (place[k] & 0xffffu);
+            s_word[j] = word[k];
+            s_pos[j] = pos[k];
+            s_bin[j] = (unsigned short)b;
+        }
+        __syncthreads();
+        // ... and write it out: consecutive threads, consecutive addresses within a bin.
+        for (u32 j = threadIdx.x; j < binned; j += blockDim.x) {
+            const u32 b = s_bin[j];
+            const u64 g = s_next[b] + (j - s_tile[b]);
+            words_out[g] = s_word[j];
+            pos_out[g] = s_pos[j];
+        }
+        __syncthreads();
+        for (u32 b = threadIdx.x; b < bins; b += blockDim.x) {
+            const u32 end = b + 1 < bins ? s_tile[b + 1] : binned;
+            s_next[b] += end - s_tile[b];
+        }
+        __syncthreads();
     }
+}
+
+// Pass 1: the batch into bins by `region >> shift` (by region when shift is
+// 0); out-of-band keys go to the deferred list.
+extern "C" __global__ void __launch_bounds__(GH_PART_THREADS, 2)
+    gh_region_scatter1(View t, const K* keys, const V* values, u64 n, u64 rb, u32 shift, u32 bins,
+                       const u32* block_counts, u32* cursor, View::raw* words_out, u32* pos_out, u32* deferred) {
+    region_scatter<true>(t, rb, shift, bins, keys, values, nullptr, nullptr, n, nullptr, block_counts, cursor,
+                         words_out, pos_out, deferred);
+}
+
+// Pass 2: each pass-1 segment into bins by `region & (2^shift - 1)`: the
+// output is packed by region.
+extern "C" __global__ void __launch_bounds__(GH_PART_THREADS, 2)
+    gh_region_scatter2(View t, const View::raw* words_in, const u32* pos_in, u64 rb, u32 shift, const u32* seg_off,
+                       const u32* block_counts, u32* cursor, View::raw* words_out, u32* pos_out) {
+    region_scatter<false>(t, rb, shift, 1u << shift, nullptr, nullptr, words_in, pos_in, 0, seg_off, block_counts,
+                          cursor, words_out, pos_out, nullptr);
 }
 
 // The key field of a slot in shared memory, read once (other threads of the
@@ -345,9 +619,10 @@ __device__ __forceinline__ u64 shared_key(const View::raw* p) {
     return *(const volatile u64*)p;
 }
 
-extern "C" __global__ void __launch_bounds__(512) gh_region_build(View t, u64 rb, const u32* bin_count, u64 bin_cap,
-                                                               const View::raw* bin_words, const u32* bin_pos,
-                                                               u32* deferred, u32 mode, u32 op) {
+// One block per region: region r's pairs are words[offsets[r] .. offsets[r + 1]).
+extern "C" __global__ void __launch_bounds__(GH_PART_THREADS)
+    gh_region_build(View t, u64 rb, const u32* offsets, const View::raw* words, const u32* pos, u32* deferred,
+                    u32 mode, u32 op) {
     typedef View::raw raw;
     typedef View::W W;
     extern __shared__ __align__(16) unsigned char smem[];
@@ -360,10 +635,10 @@ extern "C" __global__ void __launch_bounds__(512) gh_region_build(View t, u64 rb
     for (u64 j = threadIdx.x; j < words16; j += blockDim.x) shared16[j] = __ldcg(global16 + j);
     __syncthreads();
 
-    const u64 count = min((u64)bin_count[r], bin_cap);
+    const u64 begin = offsets[r], end = offsets[r + 1];
     u64 ins = 0, ex = 0;
-    for (u64 j = threadIdx.x; j < count; j += blockDim.x) {
-        const raw desired = bin_words[r * bin_cap + j];
+    for (u64 j = begin + threadIdx.x; j < end; j += blockDim.x) {
+        const raw desired = words[j];
         const u64 k = W::key(desired);
         const V value = gh::from_bits<V>(W::value(desired));
         int res = gh::FAILED;
@@ -388,7 +663,7 @@ extern "C" __global__ void __launch_bounds__(512) gh_region_build(View t, u64 rb
         ins += res == gh::INSERTED;
         ex += res == gh::EXISTING;
         // Not settled inside the region: the plain kernel continues the sequence.
-        if (res == gh::FAILED) deferred[atomicAdd(&t.meta->counters[2], 1ull)] = bin_pos[r * bin_cap + j];
+        if (res == gh::FAILED) deferred[atomicAdd(&t.meta->counters[2], 1ull)] = pos[j];
     }
     __syncthreads();
     for (u64 j = threadIdx.x; j < words16; j += blockDim.x) __stcg(global16 + j, shared16[j]);

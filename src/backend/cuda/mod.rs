@@ -13,6 +13,7 @@ mod staging;
 mod stream_ops;
 mod unified;
 
+pub use region::release_scratch;
 pub use stream_ops::{PendingCount, PendingInsert};
 
 use std::marker::PhantomData;
@@ -178,8 +179,6 @@ pub struct CudaTable<K: Key, V: Value> {
     specials: u64,
     /// Multiprocessors, for sizing grids.
     sms: u64,
-    /// Buffers of the region build, kept between large inserts.
-    region_scratch: region::RegionScratch,
     /// Pinned buffers and streams for host slices (see `staging`).
     staging: staging::LazyStaging,
     _types: PhantomData<(K, V)>,
@@ -224,7 +223,6 @@ impl<K: Key, V: Value> CudaTable<K, V> {
             tombstones: 0,
             specials: 0,
             sms,
-            region_scratch: region::RegionScratch::default(),
             staging: Default::default(),
             _types: PhantomData,
         })

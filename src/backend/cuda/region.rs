@@ -2,27 +2,46 @@
 //! (64 KiB of buckets) per thread block in shared memory.
 //!
 //! Inserting key by key costs each key a random compare-and-swap in device
-//! memory (the CAS limit, about 16 G/s on an H200). Binning the batch by
+//! memory (the CAS limit, about 16 G/s on an H200). Sorting the batch by
 //! region first turns those into shared-memory atomics, and the table moves
 //! through device memory once each way, coalesced. The result is the table
 //! the plain kernel would build: within a region the same first-EMPTY-slot
-//! rule applies, and keys whose sequence leaves their region (or that do not
-//! fit their bin) continue with the plain kernel afterwards (`kernels/bulk.cu`).
+//! rule applies, and keys whose sequence leaves their region continue with
+//! the plain kernel afterwards (`kernels/bulk.cu`, "region build").
 //!
-//! **Off by default** (`GPUHASH_REGION_BUILD=1` turns it on): measured on an
-//! H200 (2^26 u32 keys into 2^27 slots), it inserted at 10.4 G/s against the
-//! plain kernel's 12.7. The scatter pass bins with one global atomic per key
-//! on 16 Ki hot counters; a radix-style partition (block-local histograms,
-//! one offset per bin and block) is the part to replace before it can pay.
+//! The sort is a radix partition of the region index in one pass (up to 256
+//! regions) or two (high digit, then low digit within each high bin), each
+//! pass a per-block histogram, a prefix sum and a scatter that reserves one
+//! range per block and bin and writes runs from a shared-memory grouping:
+//! a few global atomics per block instead of one per key, and bins packed
+//! exactly (region r's pairs at `offsets[r]..offsets[r + 1]`), so no key is
+//! deferred for lack of room.
+//!
+//! **Scratch memory is kept for reuse.** The partition needs two copies of
+//! the batch as (word, position) pairs plus a list of deferred positions:
+//! about `n * (2 * (word + 4) + 4)` bytes for `n` keys (1.9 GB for 2^26 u32
+//! pairs). Allocating that inside every call cost more than the build, so a
+//! build takes its device's scratch from a per-device cache, grows it when
+//! the batch needs more, and puts it back after: later builds on the same
+//! device (by any table) reuse it, and it stays allocated until
+//! [`release_scratch`] frees it.
+//!
+//! **Off by default** (`GPUHASH_REGION_BUILD=1` turns it on) until measured
+//! faster than the plain kernel. `GPUHASH_REGION_TRACE=1` prints the device
+//! milliseconds of each phase of every region build to stderr;
+//! `GPUHASH_REGION_TWO_PASS=1` takes the two-pass partition for tables of
+//! three regions or more (the tests' tables would otherwise take one).
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
 
-use cudarc::driver::sys::CUfunction_attribute;
+use cudarc::driver::sys::{CUevent_flags, CUfunction_attribute};
 use cudarc::driver::{
-    CudaFunction, CudaModule, CudaSlice, CudaStream, CudaView, DriverError, LaunchConfig, PushKernelArg,
+    CudaEvent, CudaFunction, CudaModule, CudaSlice, CudaStream, CudaView, DeviceRepr, DriverError, LaunchConfig,
+    PushKernelArg,
 };
 
-use super::{grid, CudaTable};
+use super::CudaTable;
 use crate::backend::{InsertMode, RawInsert};
 use crate::core::keys::{Key, Value};
 use crate::core::layout::{Word, BUCKET_BYTES};
@@ -34,79 +53,269 @@ use crate::{Error, Result};
 const REGION_BYTES: u64 = 64 << 10;
 /// Buckets per region.
 const REGION_BUCKETS: u64 = REGION_BYTES / BUCKET_BYTES as u64;
-/// Threads per build block (`__launch_bounds__(512)` in the kernel).
-const BUILD_THREADS: u32 = 512;
-/// Bins hold this much more than the mean batch share of a region, plus
-/// [`BIN_SLACK`]: an overfull bin defers its excess to the plain kernel, so
-/// this trades scratch memory against deferred keys (at 4096 keys per bin the
-/// standard deviation is 64, so 1/8 more is 8 sigma).
-const BIN_HEADROOM: f64 = 1.125;
-const BIN_SLACK: u64 = 64;
+/// Threads per block of the partition and build kernels (`GH_PART_THREADS`).
+const THREADS: u32 = 512;
+/// Regions sorted in one partition pass; more take two.
+const ONE_PASS_REGIONS: u64 = 256;
+/// Most regions: bins of a pass (at most 2^12) are u16 in the kernels.
+const MAX_REGIONS: u64 = 1 << 24;
+/// Partition blocks per SM (two are resident at a time; equal slices, so
+/// more blocks only shorten the tail).
+const PART_BLOCKS_PER_SM: u64 = 4;
 /// Batches smaller than this share of the table's slots take the plain
 /// kernel: a region build moves the whole table twice whatever the batch.
 const MIN_BATCH_SHARE: u64 = 16;
 
+/// Keys one partition block stages per tile (`PART_TILE` in the kernels).
+fn tile(word_bytes: usize) -> u64 {
+    THREADS as u64 * if word_bytes == 8 { 8 } else { 4 }
+}
+
+/// Dynamic shared memory of a scatter block: the staged tile (word,
+/// position, u16 bin per key) and two u32 counters per bin.
+fn scatter_shared_bytes(word_bytes: usize, bins: u64) -> u32 {
+    (tile(word_bytes) * (word_bytes as u64 + 4 + 2) + 8 * bins) as u32
+}
+
 /// The region kernels of a module (present in linear-scheme modules only).
 pub(crate) struct RegionKernels {
-    scatter: CudaFunction,
+    hist1: CudaFunction,
+    hist2: CudaFunction,
+    scan: CudaFunction,
+    scatter1: CudaFunction,
+    scatter2: CudaFunction,
     build: CudaFunction,
 }
 
 impl RegionKernels {
     pub(crate) fn load(module: &Arc<CudaModule>) -> std::result::Result<Option<Self>, DriverError> {
-        let (Ok(scatter), Ok(build)) = (module.load_function("gh_region_scatter"), module.load_function("gh_region_build"))
-        else {
+        let names = ["gh_region_hist1", "gh_region_hist2", "gh_region_scan", "gh_region_scatter1", "gh_region_scatter2"];
+        let Ok(build) = module.load_function("gh_region_build") else {
             return Ok(None);
         };
-        // A region is more shared memory than the default 48 KiB a launch may use.
-        build.set_attribute(
-            CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-            REGION_BYTES as i32,
-        )?;
-        Ok(Some(RegionKernels { scatter, build }))
+        let [hist1, hist2, scan, scatter1, scatter2] = names.map(|n| module.load_function(n));
+        let (hist1, hist2, scan, scatter1, scatter2) = (hist1?, hist2?, scan?, scatter1?, scatter2?);
+        // A region, and a scatter tile with the most bins, exceed the default
+        // 48 KiB of shared memory a launch may use.
+        let max = CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES;
+        build.set_attribute(max, REGION_BYTES as i32)?;
+        let most_bins = 1u64 << MAX_REGIONS.ilog2().div_ceil(2);
+        let most = scatter_shared_bytes(8, most_bins).max(scatter_shared_bytes(16, most_bins));
+        for f in [&scatter1, &scatter2] {
+            f.set_attribute(max, most as i32)?;
+        }
+        Ok(Some(RegionKernels { hist1, hist2, scan, scatter1, scatter2, build }))
     }
 }
 
-/// Scratch buffers of the region build, kept by the table between calls and
-/// grown when a larger batch needs more (allocating inside the call would
-/// cost more than the build).
-#[derive(Default)]
-pub(crate) struct RegionScratch {
-    bin_count: Option<CudaSlice<u32>>,
-    bin_words: Option<CudaSlice<u8>>,
-    bin_pos: Option<CudaSlice<u32>>,
-    deferred: Option<CudaSlice<u32>>,
+/// How the partition splits a batch of `n` keys over `regions` regions.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Plan {
+    regions: u64,
+    /// Pass 1 bins by `region >> shift`; zero means one pass, by region.
+    shift: u32,
+    /// Bins of pass 1.
+    bins1: u64,
+    /// Blocks of pass 1, and blocks per pass-1 bin in pass 2.
+    parts1: u64,
+    parts2: u64,
 }
 
-fn ensure<T: cudarc::driver::DeviceRepr>(
+/// `GPUHASH_REGION_TWO_PASS=1`: two partition passes whenever there are
+/// more than two regions, so the tests' small tables reach the second pass.
+fn force_two_pass() -> bool {
+    static ON: OnceLock<bool> = OnceLock::new();
+    *ON.get_or_init(|| std::env::var("GPUHASH_REGION_TWO_PASS").is_ok_and(|v| v == "1"))
+}
+
+impl Plan {
+    fn new(n: u64, regions: u64, sms: u64, word_bytes: usize, two_pass: bool) -> Plan {
+        // Two digits of about equal width: a few hundred bins per pass for
+        // 2^14 regions, so runs of one bin in a 4096-key tile are long.
+        let one_pass = regions <= ONE_PASS_REGIONS && !two_pass;
+        let shift = if one_pass { 0 } else { (u64::BITS - (regions - 1).leading_zeros()) / 2 };
+        let bins1 = regions.div_ceil(1 << shift);
+        let blocks = (sms * PART_BLOCKS_PER_SM).max(1);
+        let parts1 = n.div_ceil(tile(word_bytes)).clamp(1, blocks);
+        let parts2 = (blocks / bins1).max(1);
+        Plan { regions, shift, bins1, parts1, parts2 }
+    }
+
+    fn two_pass(&self) -> bool {
+        self.shift > 0
+    }
+
+    /// Entries of the per-block counts (the larger pass).
+    fn block_counts(&self) -> u64 {
+        let second = if self.two_pass() { (self.parts2 * self.bins1) << self.shift } else { 0 };
+        (self.parts1 * self.bins1).max(second)
+    }
+}
+
+/// Scratch buffers of the region build (see the module documentation).
+#[derive(Default)]
+pub(crate) struct RegionScratch {
+    /// The batch packed by region: words (as bytes) and batch positions.
+    words: Option<CudaSlice<u8>>,
+    pos: Option<CudaSlice<u32>>,
+    /// Pass-1 output of a two-pass partition; afterwards the deferred pairs.
+    mid_words: Option<CudaSlice<u8>>,
+    mid_pos: Option<CudaSlice<u32>>,
+    /// Positions deferred to the plain kernel (at worst every one).
+    deferred: Option<CudaSlice<u32>>,
+    counts: Option<CudaSlice<u32>>,
+    block_counts: Option<CudaSlice<u32>>,
+    /// Pass-1 bin offsets, region offsets, and the scatter cursors.
+    seg_off: Option<CudaSlice<u32>>,
+    offsets: Option<CudaSlice<u32>>,
+    cursor: Option<CudaSlice<u32>>,
+}
+
+impl RegionScratch {
+    fn bytes(&self) -> usize {
+        fn b<T>(s: &Option<CudaSlice<T>>) -> usize {
+            s.as_ref().map_or(0, |s| s.len() * std::mem::size_of::<T>())
+        }
+        b(&self.words) + b(&self.pos) + b(&self.mid_words) + b(&self.mid_pos) + b(&self.deferred) + b(&self.counts)
+            + b(&self.block_counts) + b(&self.seg_off) + b(&self.offsets) + b(&self.cursor)
+    }
+
+    /// Grows every buffer to what a batch of `n` keys of `word` bytes and `plan` needs.
+    fn reserve(&mut self, stream: &Arc<CudaStream>, n: u64, word: usize, plan: &Plan) -> std::result::Result<(), DriverError> {
+        let n = n as usize;
+        let r = plan.regions as usize;
+        let most_bins = r.max(plan.bins1 as usize);
+        ensure(stream, &mut self.words, n * word)?;
+        ensure(stream, &mut self.pos, n)?;
+        // Also the deferred pairs (keys then values, each at most half a word), so always there.
+        ensure(stream, &mut self.mid_words, n * word)?;
+        ensure(stream, &mut self.mid_pos, if plan.two_pass() { n } else { 0 })?;
+        ensure(stream, &mut self.deferred, n)?;
+        ensure(stream, &mut self.counts, (plan.bins1 << plan.shift) as usize)?;
+        ensure(stream, &mut self.block_counts, plan.block_counts() as usize)?;
+        ensure(stream, &mut self.seg_off, plan.bins1 as usize + 1)?;
+        ensure(stream, &mut self.offsets, r + 1)?;
+        ensure(stream, &mut self.cursor, most_bins)
+    }
+}
+
+fn ensure<T: DeviceRepr>(
     stream: &Arc<CudaStream>,
     slot: &mut Option<CudaSlice<T>>,
     len: usize,
 ) -> std::result::Result<(), DriverError> {
     if !slot.as_ref().is_some_and(|s| s.len() >= len) {
         *slot = None; // free the old buffer before taking a larger one
-        // Safety: every element a kernel reads is written first (bins below
-        // their count, deferred positions below counters[2]).
+        // Safety: every element a kernel reads is written first (counts are
+        // zeroed, offsets scanned, bins scattered, deferred positions below
+        // counters[2]).
         *slot = Some(unsafe { stream.alloc::<T>(len.max(1)) }?);
     }
     Ok(())
 }
 
+/// Each device's region scratch while no build uses it.
+fn cache() -> &'static Mutex<HashMap<usize, RegionScratch>> {
+    static CACHE: OnceLock<Mutex<HashMap<usize, RegionScratch>>> = OnceLock::new();
+    CACHE.get_or_init(Default::default)
+}
+
+/// The scratch of a device for one build; put back in the cache when
+/// dropped. Builds at the same time on one device each get their own
+/// (the first to finish keeps the larger).
+struct Taken {
+    ordinal: usize,
+    scratch: RegionScratch,
+}
+
+impl Taken {
+    fn new(ordinal: usize) -> Taken {
+        let scratch = cache().lock().unwrap_or_else(|p| p.into_inner()).remove(&ordinal).unwrap_or_default();
+        Taken { ordinal, scratch }
+    }
+}
+
+impl Drop for Taken {
+    fn drop(&mut self) {
+        let mine = std::mem::take(&mut self.scratch);
+        let mut map = cache().lock().unwrap_or_else(|p| p.into_inner());
+        let slot = map.entry(self.ordinal).or_default();
+        if mine.bytes() > slot.bytes() {
+            *slot = mine;
+        }
+    }
+}
+
+/// Frees the scratch memory the region build keeps on CUDA device `ordinal`
+/// for later builds (see `GPUHASH_REGION_BUILD`); returns the bytes freed.
+/// A later region build allocates it again. Safe to call at any time: a
+/// build running meanwhile keeps its buffers until it ends.
+pub fn release_scratch(ordinal: usize) -> usize {
+    let taken = cache().lock().unwrap_or_else(|p| p.into_inner()).remove(&ordinal);
+    taken.map_or(0, |s| s.bytes())
+}
+
 /// Whether the region build is turned on (`GPUHASH_REGION_BUILD=1`).
 fn enabled() -> bool {
-    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    static ON: OnceLock<bool> = OnceLock::new();
     *ON.get_or_init(|| std::env::var("GPUHASH_REGION_BUILD").is_ok_and(|v| v == "1"))
 }
 
 /// Whether a batch of `n` keys into a table of `slots` slots and `buckets`
 /// buckets suits the region build.
 pub(crate) fn suits(n: u64, slots: u64, buckets: u64) -> bool {
-    buckets >= 2 * REGION_BUCKETS && n >= slots / MIN_BATCH_SHARE && n < u32::MAX as u64
+    buckets >= 2 * REGION_BUCKETS
+        && buckets.div_ceil(REGION_BUCKETS) <= MAX_REGIONS
+        && n >= slots / MIN_BATCH_SHARE
+        && n < u32::MAX as u64
 }
 
 /// Whether to take the region build for such a batch.
 pub(crate) fn worth_it(n: u64, slots: u64, buckets: u64) -> bool {
     enabled() && suits(n, slots, buckets)
+}
+
+/// `GPUHASH_REGION_TRACE=1`: events between the phases of a build, printed
+/// as device milliseconds per phase (diagnostics: errors are ignored).
+struct Trace {
+    start: CudaEvent,
+    marks: Vec<(&'static str, CudaEvent)>,
+    host: std::time::Instant,
+}
+
+impl Trace {
+    fn new(stream: &Arc<CudaStream>) -> Option<Trace> {
+        static ON: OnceLock<bool> = OnceLock::new();
+        if !*ON.get_or_init(|| std::env::var("GPUHASH_REGION_TRACE").is_ok_and(|v| v == "1")) {
+            return None;
+        }
+        let start = stream.record_event(Some(CUevent_flags::CU_EVENT_DEFAULT)).ok()?;
+        Some(Trace { start, marks: Vec::new(), host: std::time::Instant::now() })
+    }
+
+    /// Ends phase `name` at the work queued on `stream` so far.
+    fn mark(trace: &mut Option<Trace>, stream: &Arc<CudaStream>, name: &'static str) {
+        if let Some(t) = trace {
+            if let Ok(e) = stream.record_event(Some(CUevent_flags::CU_EVENT_DEFAULT)) {
+                t.marks.push((name, e));
+            }
+        }
+    }
+
+    fn report(trace: Option<Trace>, n: u64, plan: &Plan, deferred: u64) {
+        let Some(t) = trace else { return };
+        let mut line = format!("gpuhash region build: {n} keys, {} regions", plan.regions);
+        let mut prev = &t.start;
+        let mut total = 0.0;
+        for (name, e) in &t.marks {
+            let ms = prev.elapsed_ms(e).unwrap_or(f32::NAN);
+            total += ms;
+            line += &format!(", {name} {ms:.3}");
+            prev = e;
+        }
+        let host = t.host.elapsed().as_secs_f64() * 1e3;
+        eprintln!("{line} ms; device {total:.3} ms, host {host:.3} ms, {deferred} deferred");
+    }
 }
 
 impl<K: Key, V: Value> CudaTable<K, V> {
@@ -118,85 +327,156 @@ impl<K: Key, V: Value> CudaTable<K, V> {
         values: &CudaView<'_, V>,
         mode: InsertMode,
     ) -> Result<RawInsert> {
-        let rk = match self.kernels.region.as_ref() {
-            Some(rk) => (rk.scatter.clone(), rk.build.clone()),
-            None => return Err(Error::Unsupported("region build outside the linear scheme".into())),
+        let kernels = self.kernels.clone(); // not borrowed from `self`, which changes below
+        let Some(rk) = kernels.region.as_ref() else {
+            return Err(Error::Unsupported("region build outside the linear scheme".into()));
         };
         let n = keys.len() as u64;
         let rb = REGION_BUCKETS;
-        let regions = self.probe.buckets.div_ceil(rb);
-        let bin_cap = ((n as f64 / regions as f64) * BIN_HEADROOM) as u64 + BIN_SLACK;
         let word = K::Word::<V>::BYTES;
-        let e = |t: &Self, err| t.err(err);
-        {
-            let stream = self.stream.clone();
-            let s = &mut self.region_scratch;
-            let r = ensure(&stream, &mut s.bin_count, regions as usize)
-                .and_then(|_| ensure(&stream, &mut s.bin_words, (regions * bin_cap) as usize * word))
-                .and_then(|_| ensure(&stream, &mut s.bin_pos, (regions * bin_cap) as usize))
-                // Every position may be deferred at worst: the list never overflows.
-                .and_then(|_| ensure(&stream, &mut s.deferred, n as usize));
-            r.map_err(|err| e(self, err))?;
-        }
+        let plan = Plan::new(n, self.probe.buckets.div_ceil(rb), self.sms, word, force_two_pass());
+        let stream = self.stream.clone();
+        let ordinal = self.ctx.ordinal();
+        let dev = move |err| super::driver_error(ordinal, err);
+        let mut trace = Trace::new(&stream);
+
+        let mut taken = Taken::new(ordinal);
+        taken.scratch.reserve(&stream, n, word, &plan).map_err(dev)?;
+        Trace::mark(&mut trace, &stream, "alloc");
         self.reset_counters()?;
         let (m, op) = super::mode_codes(mode);
         let view = self.view();
-        let s = &mut self.region_scratch;
-        let (count, words, pos, deferred) = (
-            s.bin_count.as_mut().expect("allocated above"),
-            s.bin_words.as_mut().expect("allocated above"),
-            s.bin_pos.as_mut().expect("allocated above"),
-            s.deferred.as_mut().expect("allocated above"),
-        );
-        let stream = self.stream.clone();
-        let mut counts = count.slice_mut(0..regions as usize);
-        stream.memset_zeros(&mut counts).map_err(|err| super::driver_error(self.ctx.ordinal(), err))?;
+        let s = &mut taken.scratch;
+        let words = s.words.as_mut().expect("reserved");
+        let pos = s.pos.as_mut().expect("reserved");
+        let mid_words = s.mid_words.as_mut().expect("reserved");
+        let mid_pos = s.mid_pos.as_mut().expect("reserved");
+        let deferred = s.deferred.as_mut().expect("reserved");
+        let counts = s.counts.as_mut().expect("reserved");
+        let block_counts = s.block_counts.as_mut().expect("reserved");
+        let seg_off = s.seg_off.as_mut().expect("reserved");
+        let offsets = s.offsets.as_mut().expect("reserved");
+        let cursor = s.cursor.as_mut().expect("reserved");
 
-        let mut b = stream.launch_builder(&rk.0);
-        b.arg(&view).arg(keys).arg(values).arg(&n).arg(&rb).arg(&mut *count).arg(&bin_cap);
-        b.arg(&mut *words).arg(&mut *pos).arg(&mut *deferred);
-        // Safety: arguments match gh_region_scatter; bins hold regions * bin_cap
-        // entries, the deferred list n.
-        unsafe { b.launch(grid(n, self.sms)) }.map_err(|err| super::driver_error(self.ctx.ordinal(), err))?;
+        let part = |blocks_x: u64, blocks_y: u64, shared: u32| LaunchConfig {
+            grid_dim: (blocks_x as u32, blocks_y as u32, 1),
+            block_dim: (THREADS, 1, 1),
+            shared_mem_bytes: shared,
+        };
+        let scan_cfg = LaunchConfig { grid_dim: (1, 1, 1), block_dim: (1024, 1, 1), shared_mem_bytes: 0 };
+
+        // Pass 1: the batch by `region >> shift`, into `mid` (two passes) or
+        // straight into the region bins (one pass).
+        let (shift, bins1) = (plan.shift, plan.bins1 as u32);
+        stream.memset_zeros(&mut counts.slice_mut(0..bins1 as usize)).map_err(dev)?;
+        let mut b = stream.launch_builder(&rk.hist1);
+        b.arg(&view).arg(keys).arg(&n).arg(&rb).arg(&shift).arg(&bins1).arg(&mut *block_counts).arg(&mut *counts);
+        // Safety: arguments match gh_region_hist1; block_counts holds parts1 *
+        // bins1 entries, counts bins1; the shared histogram is bins1 u32.
+        unsafe { b.launch(part(plan.parts1, 1, bins1 * 4)) }.map_err(dev)?;
+        let out1 = if plan.two_pass() { &mut *seg_off } else { &mut *offsets };
+        let bins1_len = plan.bins1;
+        let mut b = stream.launch_builder(&rk.scan);
+        b.arg(&*counts).arg(&bins1_len).arg(&mut *out1).arg(&mut *cursor);
+        // Safety: arguments match gh_region_scan; the offsets hold bins1 + 1
+        // entries, the cursors bins1.
+        unsafe { b.launch(scan_cfg) }.map_err(dev)?;
+        Trace::mark(&mut trace, &stream, "hist1");
+        let (w1, p1) = if plan.two_pass() { (&mut *mid_words, &mut *mid_pos) } else { (&mut *words, &mut *pos) };
+        let mut b = stream.launch_builder(&rk.scatter1);
+        b.arg(&view).arg(keys).arg(values).arg(&n).arg(&rb).arg(&shift).arg(&bins1).arg(&*block_counts);
+        b.arg(&mut *cursor).arg(&mut *w1).arg(&mut *p1).arg(&mut *deferred);
+        // Safety: arguments match gh_region_scatter1; the bins hold n pairs
+        // (the counts sum to at most n), the deferred list n positions.
+        unsafe { b.launch(part(plan.parts1, 1, scatter_shared_bytes(word, plan.bins1))) }.map_err(dev)?;
+        Trace::mark(&mut trace, &stream, "scatter1");
+
+        if plan.two_pass() {
+            // Pass 2: each pass-1 bin by `region & (2^shift - 1)`, into the region bins.
+            let r = plan.regions as usize;
+            stream.memset_zeros(&mut counts.slice_mut(0..(plan.bins1 << shift) as usize)).map_err(dev)?;
+            let mut b = stream.launch_builder(&rk.hist2);
+            b.arg(&view).arg(&*mid_words).arg(&rb).arg(&shift).arg(&*seg_off).arg(&mut *block_counts);
+            b.arg(&mut *counts);
+            // Safety: arguments match gh_region_hist2; block_counts holds
+            // parts2 * bins1 * 2^shift entries, counts bins1 * 2^shift.
+            unsafe { b.launch(part(plan.parts2, plan.bins1, 4 << shift)) }.map_err(dev)?;
+            let len = r as u64;
+            let mut b = stream.launch_builder(&rk.scan);
+            b.arg(&*counts).arg(&len).arg(&mut *offsets).arg(&mut *cursor);
+            // Safety: arguments match gh_region_scan; offsets hold regions + 1
+            // entries, the cursors regions.
+            unsafe { b.launch(scan_cfg) }.map_err(dev)?;
+            Trace::mark(&mut trace, &stream, "hist2");
+            let mut b = stream.launch_builder(&rk.scatter2);
+            b.arg(&view).arg(&*mid_words).arg(&*mid_pos).arg(&rb).arg(&shift).arg(&*seg_off).arg(&*block_counts);
+            b.arg(&mut *cursor).arg(&mut *words).arg(&mut *pos);
+            // Safety: arguments match gh_region_scatter2; pass 1 filled
+            // mid_words[..seg_off[bins1]], and the region bins hold as many.
+            unsafe { b.launch(part(plan.parts2, plan.bins1, scatter_shared_bytes(word, 1 << shift))) }.map_err(dev)?;
+            Trace::mark(&mut trace, &stream, "scatter2");
+        }
 
         let cfg = LaunchConfig {
-            grid_dim: (regions as u32, 1, 1),
-            block_dim: (BUILD_THREADS, 1, 1),
+            grid_dim: (plan.regions as u32, 1, 1),
+            block_dim: (THREADS, 1, 1),
             shared_mem_bytes: (rb * BUCKET_BYTES as u64) as u32,
         };
-        let mut b = stream.launch_builder(&rk.1);
-        b.arg(&view).arg(&rb).arg(&*count).arg(&bin_cap).arg(&*words).arg(&*pos).arg(&mut *deferred);
-        b.arg(&m).arg(&op);
+        let mut b = stream.launch_builder(&rk.build);
+        b.arg(&view).arg(&rb).arg(&*offsets).arg(&*words).arg(&*pos).arg(&mut *deferred).arg(&m).arg(&op);
         // Safety: arguments match gh_region_build; one block per region, each
-        // with the region's bytes of shared memory.
-        unsafe { b.launch(cfg) }.map_err(|err| super::driver_error(self.ctx.ordinal(), err))?;
+        // with the region's bytes of shared memory; offsets[regions] is at most n.
+        unsafe { b.launch(cfg) }.map_err(dev)?;
+        Trace::mark(&mut trace, &stream, "build");
 
         let meta = self.read_meta()?;
         let (inserted, existing, ndeferred) = (meta[0], meta[1], meta[2]);
         // Out-of-band keys are always deferred, so every key counted here took a slot.
         self.live += inserted;
         let mut out = RawInsert { inserted, existing, failed: Vec::new() };
-        if ndeferred == 0 {
-            return Ok(out);
+        if ndeferred > 0 {
+            out = self.insert_deferred(keys, values, mode, &mut taken.scratch, ndeferred, out)?;
+            Trace::mark(&mut trace, &self.stream, "deferred");
         }
-        // The deferred keys, gathered on the device, through the plain kernel.
+        Trace::report(trace, n, &plan, ndeferred);
+        Ok(out)
+    }
+
+    /// The deferred keys of a region build, gathered on the device, through
+    /// the plain kernel; adds its outcome to `out`.
+    fn insert_deferred(
+        &mut self,
+        keys: &CudaView<'_, K>,
+        values: &CudaView<'_, V>,
+        mode: InsertMode,
+        s: &mut RegionScratch,
+        ndeferred: u64,
+        mut out: RawInsert,
+    ) -> Result<RawInsert> {
         let nd = ndeferred as usize;
-        let s = &self.region_scratch;
-        let deferred = s.deferred.as_ref().expect("allocated above").slice(0..nd);
-        // Safety: both fully written by gh_gather_pairs.
-        let mut dk = unsafe { self.stream.alloc::<K>(nd) }.map_err(|err| self.err(err))?;
-        let mut dv = unsafe { self.stream.alloc::<V>(nd) }.map_err(|err| self.err(err))?;
+        let deferred = s.deferred.as_ref().expect("reserved").slice(0..nd);
+        // The pairs go to `mid_words` (free once the bins are built): keys in
+        // its first half, values in the second; a word is at least as wide as
+        // twice the wider of key and value, and nd <= n.
+        let mid = s.mid_words.as_mut().expect("reserved");
+        let half = mid.len() / 2;
+        let (mut kb, mut vb) = mid.split_at_mut(half);
+        // Safety: plain bytes reinterpreted as keys and values (half is a
+        // multiple of 4, and of 8 where a word is 16 bytes), written in full
+        // by gh_gather_pairs before they are read.
+        let (mut dk, mut dv) = unsafe { (kb.transmute_mut::<K>(nd), vb.transmute_mut::<V>(nd)) };
+        let (Some(dk), Some(dv)) = (dk.as_mut(), dv.as_mut()) else {
+            return Err(Error::Device { device: "cuda".into(), message: "region scratch too small".into() });
+        };
         let mut b = self.stream.launch_builder(&self.kernels.gather_pairs);
-        b.arg(keys).arg(values).arg(&deferred).arg(&ndeferred).arg(&mut dk).arg(&mut dv);
+        b.arg(keys).arg(values).arg(&deferred).arg(&ndeferred).arg(&mut *dk).arg(&mut *dv);
         // Safety: arguments match gh_gather_pairs; every deferred position is below n.
-        unsafe { b.launch(grid(ndeferred, self.sms)) }.map_err(|err| self.err(err))?;
+        unsafe { b.launch(super::grid(ndeferred, self.sms)) }.map_err(|err| self.err(err))?;
         let rest = self.insert_plain(&dk.as_view(), &dv.as_view(), mode)?;
         out.inserted += rest.inserted;
         out.existing += rest.existing;
         if !rest.failed.is_empty() {
             let mut at = vec![0u32; nd];
-            let s = &self.region_scratch;
-            let deferred = s.deferred.as_ref().expect("allocated above").slice(0..nd);
             self.stream.memcpy_dtoh(&deferred, &mut at).map_err(|err| self.err(err))?;
             self.stream.synchronize().map_err(|err| self.err(err))?;
             out.failed = rest.failed.iter().map(|&i| at[i] as usize).collect();
@@ -217,5 +497,44 @@ mod tests {
         assert!(suits(1 << 26, slots, buckets));
         assert!(!suits(1 << 20, slots, buckets), "small batches take the plain kernel");
         assert!(!suits(1 << 10, 1 << 12, 1 << 10), "one region: nothing to gain");
+    }
+
+    #[test]
+    fn scratch_goes_back_to_its_device_and_can_be_released() {
+        let ordinal = usize::MAX; // no such device: only the cache is involved
+        drop(Taken::new(ordinal));
+        assert!(cache().lock().unwrap().contains_key(&ordinal), "put back after the build");
+        assert_eq!(release_scratch(ordinal), 0, "nothing was allocated");
+        assert!(!cache().lock().unwrap().contains_key(&ordinal));
+        assert_eq!(release_scratch(ordinal), 0);
+    }
+
+    #[test]
+    fn plans_split_regions_into_two_digits() {
+        // 2^27 eight-byte slots: 2^14 regions, 128 bins per pass.
+        let p = Plan::new(1 << 26, 1 << 14, 132, 8, false);
+        assert_eq!((p.shift, p.bins1), (7, 128));
+        assert_eq!(p.parts1, 528);
+        assert_eq!(p.parts2, 4);
+        // Regions not a power of two: the last pass-1 bin is partial.
+        let p = Plan::new(1 << 20, 1000, 132, 16, false);
+        assert_eq!((p.shift, p.bins1), (5, 32));
+        assert!(p.bins1 << p.shift >= 1000);
+        // Few regions: one pass, by region.
+        let p = Plan::new(1 << 20, 200, 132, 8, false);
+        assert_eq!((p.shift, p.bins1), (0, 200));
+        assert!(!p.two_pass());
+        // The tests' tables of 4 and 8 regions, forced to two passes.
+        let p = Plan::new(1 << 14, 4, 132, 8, true);
+        assert_eq!((p.shift, p.bins1), (1, 2));
+        let p = Plan::new(1 << 14, 5, 132, 16, true);
+        assert_eq!((p.shift, p.bins1), (1, 3));
+        assert!(Plan::new(1 << 14, 2, 132, 8, true).shift == 0, "two regions: one pass");
+        // The most regions stay within the kernels' u16 bins and 4096 per pass.
+        let p = Plan::new(1 << 30, MAX_REGIONS, 132, 8, false);
+        assert!(p.bins1 <= 4096 && (1u64 << p.shift) <= 4096);
+        // Scatter shared memory fits two blocks per SM on an H100/H200.
+        assert!(scatter_shared_bytes(8, 128) * 2 <= 227 << 10);
+        assert!(scatter_shared_bytes(16, 4096) <= 227 << 10);
     }
 }
