@@ -30,18 +30,33 @@ fi
 if has tests; then
     # The region build of large inserts is off by default; its own run of the
     # tests that reach it.
-    GPUHASH_REGION_BUILD=1 "$here/bin/test-conformance_cuda" --test-threads=4 linear > "$logs/test-region-build.log" 2>&1
-    rc=$?
-    note "tests region build (linear, GPUHASH_REGION_BUILD=1): rc=$rc $(grep -E '^test result' "$logs/test-region-build.log" | tail -1)"
-    [ $rc -eq 0 ] || fail=1
+    # GPUHASH_REGION_TWO_PASS=1 takes the two-pass partition that only
+    # tables of more than 256 regions need, on the tests' small tables; =1
+    # takes the region build at every load, not only up to 0.9.
+    for pass in one two; do
+        env GPUHASH_REGION_BUILD=1 $([ $pass = two ] && echo GPUHASH_REGION_TWO_PASS=1) \
+            "$here/bin/test-conformance_cuda" --test-threads=4 cuda_linear > "$logs/test-region-build-$pass.log" 2>&1
+        rc=$?
+        note "tests region build, $pass-pass partition (linear): rc=$rc $(grep -E '^test result' "$logs/test-region-build-$pass.log" | tail -1)"
+        [ $rc -eq 0 ] || fail=1
+    done
 fi
 if has sanitizer; then
-    # Small sizes keep the instrumented run short; the same tests as above.
-    for tool in memcheck racecheck; do
-        GPUHASH_TEST_SCALE=small timeout "${SANITIZER_TIMEOUT:-300}" compute-sanitizer --tool $tool --error-exitcode 99 \
-            "$here/bin/test-conformance_cuda" --test-threads=1 ${SANITIZER_FILTER:-} > "$logs/sanitizer-$tool.log" 2>&1
+    # Small sizes keep the instrumented runs short. memcheck takes every
+    # scheme through the tests that reach the most code (special keys,
+    # erasure, full tables, repeated keys, large batches); racecheck, which
+    # checks shared memory, the kernels that use it most: the region build
+    # (GPUHASH_REGION_BUILD=1) and the block reductions of every scheme.
+    memcheck_filter="${MEMCHECK_FILTER:-special_keys erase_churn growth_off_full_table one_key_repeated large_batches}"
+    racecheck_filter="${RACECHECK_FILTER:-cuda_linear::large_batches cuda_robin_hood::special_keys cuda_cuckoo::special_keys cuda_two_level::special_keys cuda_hashinator::special_keys}"
+    for tool in ${SANITIZER_TOOLS:-memcheck racecheck}; do
+        filter="$memcheck_filter"
+        [ $tool = racecheck ] && filter="$racecheck_filter"
+        GPUHASH_TEST_SCALE=small GPUHASH_REGION_BUILD=$([ $tool = racecheck ] && echo 1) \
+            timeout "${SANITIZER_TIMEOUT:-300}" compute-sanitizer --tool $tool --error-exitcode 99 \
+            "$here/bin/test-conformance_cuda" --test-threads=1 $filter > "$logs/sanitizer-$tool.log" 2>&1
         rc=$?
-        note "sanitizer $tool: rc=$rc $(grep -E 'ERROR SUMMARY|test result' "$logs/sanitizer-$tool.log" | tr '\n' ' ')"
+        note "sanitizer $tool: rc=$rc $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|test result' "$logs/sanitizer-$tool.log" | tr '\n' ' ')"
         [ $rc -eq 0 ] || fail=1
     done
 fi

@@ -318,7 +318,7 @@ impl<K: Key, V: Value> CudaTable<K, V> {
 
     fn insert_raw(&mut self, keys: &CudaView<'_, K>, values: &CudaView<'_, V>, mode: InsertMode) -> Result<RawInsert> {
         let n = keys.len() as u64;
-        if self.kernels.region.is_some() && region::worth_it(n, self.config.slots, self.probe.buckets) {
+        if self.kernels.region.is_some() && region::worth_it(n, self.live, self.config.slots, self.probe.buckets, K::Word::<V>::BYTES) {
             return self.insert_regions(keys, values, mode);
         }
         self.insert_plain(keys, values, mode)
