@@ -64,7 +64,10 @@ extern "C" __global__ void lookup(Counts t, const unsigned int* keys, unsigned l
     let words_dev = stream.clone_htod(&words)?;
     let view = cuda.view();
     let n64 = n as u64;
-    let cfg = LaunchConfig::for_num_elems(n as u32);
+    // 256 threads per block: `insert` carries every scheme's code, more
+    // registers than a 1024-thread block may have (see kernels/gpuhash.cuh).
+    let blocks = |n: usize| LaunchConfig { grid_dim: (n.div_ceil(256) as u32, 1, 1), block_dim: (256, 1, 1), shared_mem_bytes: 0 };
+    let cfg = blocks(n);
     let mut launch = stream.launch_builder(&count);
     launch.arg(&view).arg(&words_dev).arg(&n64);
     // Safety: the arguments match `count`'s parameters.
@@ -78,7 +81,7 @@ extern "C" __global__ void lookup(Counts t, const unsigned int* keys, unsigned l
     let mut launch = stream.launch_builder(&lookup);
     launch.arg(&view).arg(&keys_dev).arg(&nk).arg(&mut out_dev);
     // Safety: the arguments match `lookup`'s parameters.
-    unsafe { launch.launch(LaunchConfig::for_num_elems(keys.len() as u32)) }?;
+    unsafe { launch.launch(blocks(keys.len())) }?;
     let out = stream.clone_dtoh(&out_dev)?;
 
     for (k, got) in keys.iter().zip(&out) {

@@ -15,6 +15,12 @@
 // buckets from the home bucket. Keys equal to the two slot markers are kept
 // in the table's metadata block, so every key value is legal here too.
 // 16-byte slots (any 8-byte key or value) need sm_90 (128-bit atomicCAS).
+//
+// `insert` dispatches on the table's scheme at run time, so a kernel that
+// calls it carries every scheme's insert: about 90 registers and a 616-byte
+// stack frame (the cuckoo eviction path). Launch such kernels with at most
+// 512 threads per block (90 x 1024 registers exceed an SM's 64K), or call
+// `insert_as<GH_SCHEME_LINEAR>` (or the scheme the table uses) to carry one.
 #pragma once
 #include "gpuhash_constants.cuh"
 
