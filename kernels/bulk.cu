@@ -422,62 +422,17 @@ extern "C" __global__ void __launch_bounds__(GH_PART_THREADS)
 // offsets[j] = counts[0] + ... + counts[j - 1] for j <= len, and cursor[j] =
 // offsets[j] for j < len. One block of 1024 threads; len is at most a few
 // tens of thousands, so one block walking it in steps of 1024 is enough.
-extern "C" __global__ void __launch_bounds__(1024) gh_region_scan(const u32* counts, u64 len, u32* offsets,
-                                                                 u32* cursor) {
-    __shared__ u32 warp_sums[32];
-    __shared__ u32 carry;
+// Exclusive prefix sum of every thread's x over the block, and in *total
+// the block's sum. All threads call it; warp_sums is 32 shared words.
+__device__ __forceinline__ u32 block_scan(u32 x, u32* warp_sums, u32* total) {
     const u32 lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    if (threadIdx.x == 0) carry = 0;
-    __syncthreads();
-    for (u64 first = 0; first < len; first += blockDim.x) {
-        const u64 j = first + threadIdx.x;
-        const u32 v = j < len ? counts[j] : 0;
-        u32 x = v;  // inclusive scan within the warp
-#pragma unroll
-        for (int o = 1; o < 32; o <<= 1) {
-            const u32 y = __shfl_up_sync(0xffffffffu, x, o);
-            if (lane >= (u32)o) x += y;
-        }
-        if (lane == 31) warp_sums[warp] = x;
-        __syncthreads();
-        if (warp == 0) {
-            u32 w = lane < (blockDim.x >> 5) ? warp_sums[lane] : 0;
-#pragma unroll
-            for (int o = 1; o < 32; o <<= 1) {
-                const u32 y = __shfl_up_sync(0xffffffffu, w, o);
-                if (lane >= (u32)o) w += y;
-            }
-            warp_sums[lane] = w;  // inclusive sums of the warps
-        }
-        __syncthreads();
-        const u32 excl = carry + (warp ? warp_sums[warp - 1] : 0) + x - v;
-        if (j < len) {
-            offsets[j] = excl;
-            cursor[j] = excl;
-        }
-        __syncthreads();  // every thread has read carry
-        if (threadIdx.x == blockDim.x - 1) carry = excl + v;
-        __syncthreads();
-    }
-    if (threadIdx.x == 0) offsets[len] = carry;
-}
-
-// In-place exclusive prefix sums of a[0..len) (len <= 8 * blockDim.x) by the
-// whole block; returns the total to every thread.
-__device__ __forceinline__ u32 block_exclusive_scan(u32* a, u32 len) {
-    __shared__ u32 warp_sums[32];
-    const u32 lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const u32 per = (len + blockDim.x - 1) / blockDim.x;  // consecutive entries per thread
-    const u32 first = min(len, threadIdx.x * per), last = min(len, first + per);
-    u32 own = 0;
-    for (u32 j = first; j < last; ++j) own += a[j];
-    u32 x = own;
+    u32 incl = x;  // inclusive within the warp
 #pragma unroll
     for (int o = 1; o < 32; o <<= 1) {
-        const u32 y = __shfl_up_sync(0xffffffffu, x, o);
-        if (lane >= (u32)o) x += y;
+        const u32 y = __shfl_up_sync(0xffffffffu, incl, o);
+        if (lane >= (u32)o) incl += y;
     }
-    if (lane == 31) warp_sums[warp] = x;
+    if (lane == 31) warp_sums[warp] = incl;
     __syncthreads();
     if (warp == 0) {
         u32 w = lane < (blockDim.x >> 5) ? warp_sums[lane] : 0;
@@ -486,17 +441,48 @@ __device__ __forceinline__ u32 block_exclusive_scan(u32* a, u32 len) {
             const u32 y = __shfl_up_sync(0xffffffffu, w, o);
             if (lane >= (u32)o) w += y;
         }
-        warp_sums[lane] = w;
+        warp_sums[lane] = w;  // inclusive sums of the warps
     }
     __syncthreads();
-    u32 run = (warp ? warp_sums[warp - 1] : 0) + x - own;
+    const u32 excl = (warp ? warp_sums[warp - 1] : 0) + incl - x;
+    *total = warp_sums[(blockDim.x >> 5) - 1];
+    __syncthreads();  // warp_sums is reused by the next call
+    return excl;
+}
+
+extern "C" __global__ void __launch_bounds__(1024) gh_region_scan(const u32* counts, u64 len, u32* offsets,
+                                                                 u32* cursor) {
+    __shared__ u32 warp_sums[32];
+    u32 carry = 0;  // the same in every thread: the sum of the chunks before
+    for (u64 first = 0; first < len; first += blockDim.x) {
+        const u64 j = first + threadIdx.x;
+        u32 total;
+        const u32 excl = carry + block_scan(j < len ? counts[j] : 0, warp_sums, &total);
+        if (j < len) {
+            offsets[j] = excl;
+            cursor[j] = excl;
+        }
+        carry += total;
+    }
+    if (threadIdx.x == 0) offsets[len] = carry;
+}
+
+// In-place exclusive prefix sums of a[0..len) (len <= 8 * blockDim.x) by the
+// whole block; returns the total to every thread.
+__device__ __forceinline__ u32 block_exclusive_scan(u32* a, u32 len) {
+    __shared__ u32 warp_sums[32];
+    const u32 per = (len + blockDim.x - 1) / blockDim.x;  // consecutive entries per thread
+    const u32 first = min(len, threadIdx.x * per), last = min(len, first + per);
+    u32 own = 0;
+    for (u32 j = first; j < last; ++j) own += a[j];
+    u32 total;
+    u32 run = block_scan(own, warp_sums, &total);
     for (u32 j = first; j < last; ++j) {
         const u32 c = a[j];
         a[j] = run;
         run += c;
     }
-    const u32 total = warp_sums[(blockDim.x >> 5) - 1];
-    __syncthreads();  // warp_sums is reused by the next call
+    __syncthreads();  // every thread's entries are written before any reads them
     return total;
 }
 
@@ -509,8 +495,8 @@ __device__ __forceinline__ void region_scatter(View t, u64 rb, u32 shift, u32 bi
                                                u64 n, const u32* seg_off, const u32* block_counts, u32* cursor,
                                                View::raw* words_out, u32* pos_out, u32* deferred) {
     typedef View::raw raw;
-    extern __shared__ __align__(16) unsigned char smem[];
-    raw* s_word = (raw*)smem;                                    // PART_TILE
+    extern __shared__ __align__(16) unsigned char part_smem[];
+    raw* s_word = (raw*)part_smem;                               // PART_TILE
     u32* s_pos = (u32*)(s_word + PART_TILE);                     // PART_TILE
     u32* s_next = s_pos + PART_TILE;                             // bins: where the block's next key of a bin goes
     u32* s_tile = s_next + bins;                                 // bins: keys of a bin in the tile, then offsets

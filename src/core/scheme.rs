@@ -65,15 +65,15 @@ pub enum Scheme {
     ///
     /// Pick it for short misses at high load (0.9 and above); its inserts are
     /// slower than [`Scheme::Linear`]'s because each one locks the buckets it
-    /// walks. In users' kernels, neither lookups nor erases may run while
-    /// other threads insert into the table (a key being moved may be missed,
-    /// and a stress test of concurrent inserts and erases lost a key); the
+    /// walks. Erases lock the buckets of their lookup, so they may run with
+    /// inserts; in users' kernels, lookups may not run while other threads
+    /// insert (they take no locks, and a key being moved may be missed). The
     /// bulk calls never overlap them.
     RobinHood,
     /// Bucketed cuckoo hashing with a small stash (BGHT, Starfish): a key
     /// lives in one of 2 (8-byte slots) or 3 (16-byte slots) candidate
     /// buckets or in a stash of 32 pairs, so lookups read a bounded number
-    /// of buckets at any load and misses are as fast as hits. Inserts lock
+    /// of buckets at any load (misses also scan the stash while it holds keys). Inserts lock
     /// the buckets they touch and may move residents along an eviction path
     /// (at most the probe limit in steps, 16 by default); they slow down as
     /// the load nears 0.9-0.95, and a key with no path and no stash room
