@@ -162,6 +162,21 @@ impl<'a, Wd: Word> RobinHood<'a, Wd> {
         }
     }
 
+    /// One step of a locked walk from `home` that holds `held` buckets: locks
+    /// bucket `b` (the walk's `j`-th) and reads it for `key`. `None` when the
+    /// lock was busy, with every lock of the walk released.
+    #[inline(always)]
+    fn step(&self, home: u64, held: &mut u64, b: u64, j: u64, key: u64) -> Option<([Wd; MAX_SPB], Look)> {
+        if !self.lock(b, b >= home) {
+            self.unlock_run(home, *held);
+            return None;
+        }
+        *held += 1;
+        let w = self.load_bucket(b);
+        let l = self.look(b, j, key, &w);
+        Some((w, l))
+    }
+
     /// Reads bucket `b` for an insert of `key`, which would sit `j` buckets
     /// past its home there.
     #[inline(always)]
@@ -211,13 +226,7 @@ impl<'a, Wd: Word> RobinHood<'a, Wd> {
             if !looking && plan.is_some() {
                 break;
             }
-            if !self.lock(b, b >= home) {
-                self.unlock_run(home, held);
-                return None;
-            }
-            held += 1;
-            let w = self.load_bucket(b);
-            let l = self.look(b, j, key, &w);
+            let (w, l) = self.step(home, &mut held, b, j, key)?;
             if let Some(i) = l.key_at {
                 if let Some(v) = on_existing(w[i].value()) {
                     Wd::store(self.cell(b, i), Wd::pack(key, v));
@@ -295,13 +304,7 @@ impl<'a, Wd: Word> RobinHood<'a, Wd> {
         let home = self.s.probe.home(key);
         let (mut b, mut held, mut hit) = (home, 0u64, false);
         for j in 0..self.s.probe.limit {
-            if !self.lock(b, b >= home) {
-                self.unlock_run(home, held);
-                return None;
-            }
-            held += 1;
-            let w = self.load_bucket(b);
-            let l = self.look(b, j, key, &w);
+            let (_, l) = self.step(home, &mut held, b, j, key)?;
             if let Some(i) = l.key_at {
                 Wd::store(self.cell(b, i), Wd::TOMBSTONE);
                 hit = true;
