@@ -245,6 +245,26 @@ extern "C" __global__ void gh_collect_absent(View t, const K* keys, u64 n, u32* 
     }
 }
 
+// Appends the positions i of keys[i] found in sorted[0..m) (ascending):
+// where a region build's refused keys sit in the batch, without a lookup of
+// every key in the table. counters[3] counts them, as above.
+extern "C" __global__ void gh_positions_of(View t, const K* keys, u64 n, const K* sorted, u64 m, u32* out,
+                                           u64 cap) {
+    for (u64 i = thread_index(); i < n; i += grid_stride()) {
+        const K k = keys[i];
+        u64 lo = 0, hi = m;  // the first entry not below k is in [lo, hi]
+        while (lo < hi) {
+            const u64 mid = (lo + hi) / 2;
+            if (sorted[mid] < k) lo = mid + 1;
+            else hi = mid;
+        }
+        if (lo < m && sorted[lo] == k) {
+            const u64 at = atomicAdd(&t.meta->counters[3], 1ull);
+            if (at < cap) out[at] = (u32)i;
+        }
+    }
+}
+
 // out[j] = keys[pos[j]]: fetches the keys a full table did not store without
 // copying the whole batch back to the host.
 extern "C" __global__ void gh_gather_keys(const K* keys, const u32* pos, u64 n, K* out) {
@@ -339,7 +359,8 @@ extern "C" __global__ void gh_displacement(View t, u64 slots) {
 // Threads of the partition and build kernels (the host launches these).
 #define GH_PART_THREADS 512
 // Keys a partition thread stages per tile: tiles of 4096 keys (2048 for
-// 16-byte words) keep the shared staging area at 56 KiB / 44 KiB.
+// 16-byte words) keep the shared staging area at 40 KiB / 36 KiB. (Three
+// blocks an SM would leave 42 registers a thread, and the staged words spill.)
 constexpr u32 PART_ITEMS = View::WORD_BYTES == 8 ? 8 : 4;
 constexpr u32 PART_TILE = GH_PART_THREADS * PART_ITEMS;
 
@@ -486,19 +507,20 @@ __device__ __forceinline__ u32 block_exclusive_scan(u32* a, u32 len) {
     return total;
 }
 
-// Shared memory of the scatter kernels: the staged tile (words, positions,
-// bins) and two arrays of `bins` counters. The host sizes it the same way
-// (region.rs, scatter_shared_bytes).
+// Shared memory of the scatter kernels: the staged tile (words and bins)
+// and two arrays of `bins` counters. The host sizes it the same way
+// (region.rs, scatter_shared_bytes). Batch positions are not carried: the
+// few keys that end deferred travel as packed pairs, and a key the table
+// then refuses is found again by lookup (gh_collect_absent).
 template <bool FIRST>
 __device__ __forceinline__ void region_scatter(View t, u64 rb, u32 shift, u32 bins, const K* keys,
-                                               const V* values, const View::raw* words_in, const u32* pos_in,
-                                               u64 n, const u32* seg_off, const u32* block_counts, u32* cursor,
-                                               View::raw* words_out, u32* pos_out, u32* deferred) {
+                                               const V* values, const View::raw* words_in, u64 n,
+                                               const u32* seg_off, const u32* block_counts, u32* cursor,
+                                               View::raw* words_out, View::raw* deferred) {
     typedef View::raw raw;
     extern __shared__ __align__(16) unsigned char part_smem[];
     raw* s_word = (raw*)part_smem;                               // PART_TILE
-    u32* s_pos = (u32*)(s_word + PART_TILE);                     // PART_TILE
-    u32* s_next = s_pos + PART_TILE;                             // bins: where the block's next key of a bin goes
+    u32* s_next = (u32*)(s_word + PART_TILE);                    // bins: where the block's next key of a bin goes
     u32* s_tile = s_next + bins;                                 // bins: keys of a bin in the tile, then offsets
     unsigned short* s_bin = (unsigned short*)(s_tile + bins);    // PART_TILE
     const u32 lane = threadIdx.x & 31;
@@ -519,7 +541,7 @@ __device__ __forceinline__ void region_scatter(View t, u64 rb, u32 shift, u32 bi
         // Each thread's keys of the tile, with their bin and rank in the bin
         // packed as bin << 16 | rank (bins <= 4096, ranks < PART_TILE).
         raw word[PART_ITEMS];
-        u32 pos[PART_ITEMS], place[PART_ITEMS];
+        u32 place[PART_ITEMS];
 #pragma unroll
         for (u32 k = 0; k < PART_ITEMS; ++k) {
             const u32 j = k * blockDim.x + threadIdx.x;
@@ -528,13 +550,7 @@ __device__ __forceinline__ void region_scatter(View t, u64 rb, u32 shift, u32 bi
             if (j < len) {
                 const u64 i = tile + j;
                 const u64 r = region_of<FIRST>(t, rb, keys, words_in, i, &defer);
-                if (FIRST) {
-                    word[k] = defer ? raw() : View::W::pack((u64)keys[i], gh::to_bits<V>(values[i]));
-                    pos[k] = (u32)i;
-                } else {
-                    word[k] = words_in[i];
-                    pos[k] = pos_in[i];
-                }
+                word[k] = FIRST ? View::W::pack((u64)keys[i], gh::to_bits<V>(values[i])) : words_in[i];
                 if (!defer) {
                     const u32 b = digit<FIRST>(r, shift);
                     place[k] = b << 16 | atomicAdd(&s_tile[b], 1u);
@@ -548,7 +564,7 @@ __device__ __forceinline__ void region_scatter(View t, u64 rb, u32 shift, u32 bi
                     u64 at = 0;
                     if (lane == leader) at = atomicAdd(&t.meta->counters[2], (u64)__popc(mask));
                     at = __shfl_sync(0xffffffffu, at, leader);
-                    if (defer) deferred[at + __popc(mask & ((1u << lane) - 1))] = pos[k];
+                    if (defer) deferred[at + __popc(mask & ((1u << lane) - 1))] = word[k];
                 }
             }
         }
@@ -560,16 +576,13 @@ __device__ __forceinline__ void region_scatter(View t, u64 rb, u32 shift, u32 bi
             if (place[k] == NONE) continue;
             const u32 b = place[k] >> 16, j = s_tile[b] + (place[k] & 0xffffu);
             s_word[j] = word[k];
-            s_pos[j] = pos[k];
             s_bin[j] = (unsigned short)b;
         }
         __syncthreads();
         // ... and write it out: consecutive threads, consecutive addresses within a bin.
         for (u32 j = threadIdx.x; j < binned; j += blockDim.x) {
             const u32 b = s_bin[j];
-            const u64 g = s_next[b] + (j - s_tile[b]);
-            words_out[g] = s_word[j];
-            pos_out[g] = s_pos[j];
+            words_out[s_next[b] + (j - s_tile[b])] = s_word[j];
         }
         __syncthreads();
         for (u32 b = threadIdx.x; b < bins; b += blockDim.x) {
@@ -584,18 +597,18 @@ __device__ __forceinline__ void region_scatter(View t, u64 rb, u32 shift, u32 bi
 // 0); out-of-band keys go to the deferred list.
 extern "C" __global__ void __launch_bounds__(GH_PART_THREADS, 2)
     gh_region_scatter1(View t, const K* keys, const V* values, u64 n, u64 rb, u32 shift, u32 bins,
-                       const u32* block_counts, u32* cursor, View::raw* words_out, u32* pos_out, u32* deferred) {
-    region_scatter<true>(t, rb, shift, bins, keys, values, nullptr, nullptr, n, nullptr, block_counts, cursor,
-                         words_out, pos_out, deferred);
+                       const u32* block_counts, u32* cursor, View::raw* words_out, View::raw* deferred) {
+    region_scatter<true>(t, rb, shift, bins, keys, values, nullptr, n, nullptr, block_counts, cursor, words_out,
+                         deferred);
 }
 
 // Pass 2: each pass-1 segment into bins by `region & (2^shift - 1)`: the
 // output is packed by region.
 extern "C" __global__ void __launch_bounds__(GH_PART_THREADS, 2)
-    gh_region_scatter2(View t, const View::raw* words_in, const u32* pos_in, u64 rb, u32 shift, const u32* seg_off,
-                       const u32* block_counts, u32* cursor, View::raw* words_out, u32* pos_out) {
-    region_scatter<false>(t, rb, shift, 1u << shift, nullptr, nullptr, words_in, pos_in, 0, seg_off, block_counts,
-                          cursor, words_out, pos_out, nullptr);
+    gh_region_scatter2(View t, const View::raw* words_in, u64 rb, u32 shift, const u32* seg_off,
+                       const u32* block_counts, u32* cursor, View::raw* words_out) {
+    region_scatter<false>(t, rb, shift, 1u << shift, nullptr, nullptr, words_in, 0, seg_off, block_counts, cursor,
+                          words_out, nullptr);
 }
 
 // The key field of a slot in shared memory, read once (other threads of the
@@ -605,66 +618,299 @@ __device__ __forceinline__ u64 shared_key(const View::raw* p) {
     return *(const volatile u64*)p;
 }
 
+// Shared memory of the build: the region, then one counter per bucket
+// (72 KiB: three blocks an SM).
+constexpr u32 BUILD_BUCKETS = 2048;  // REGION_BUCKETS in region.rs
+// Keys of an empty-region build that may run past the region's end (each
+// region's list is BUILD_SPILL words of scratch, SPILL_WORDS in region.rs).
+constexpr u32 BUILD_SPILL = 2048 / View::WORD_BYTES;
+// Keys of one bucket above which the placement below is not tried (its
+// duplicate check looks at the bucket's keys one by one).
+constexpr u32 BUILD_RUN = 64;
+// Below every term of the run-start maximum (those are above -2^17).
+constexpr int NO_RUN = -(1 << 30);
+
+// Exclusive prefix maximum of every thread's x over the block (`lowest` in
+// thread 0). All threads call it; scratch is 32 shared ints.
+__device__ __forceinline__ int block_max_exclusive(int x, int* scratch, int lowest) {
+    const u32 lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    int incl = x;  // inclusive within the warp
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+        const int y = __shfl_up_sync(0xffffffffu, incl, o);
+        if (lane >= (u32)o) incl = max(incl, y);
+    }
+    if (lane == 31) scratch[warp] = incl;
+    __syncthreads();
+    if (warp == 0) {
+        int w = lane < (blockDim.x >> 5) ? scratch[lane] : lowest;
+#pragma unroll
+        for (int o = 1; o < 32; o <<= 1) {
+            const int y = __shfl_up_sync(0xffffffffu, w, o);
+            if (lane >= (u32)o) w = max(w, y);
+        }
+        scratch[lane] = w;  // inclusive maxima of the warps
+    }
+    __syncthreads();
+    int excl = __shfl_up_sync(0xffffffffu, incl, 1);
+    if (lane == 0) excl = lowest;
+    if (warp) excl = max(excl, scratch[warp - 1]);
+    __syncthreads();  // scratch is reused by the next call
+    return excl;
+}
+
+// Placement of a bin into an EMPTY region without atomics on slots. In a
+// region with no key yet, linear probing's first-EMPTY rule puts a bin's keys,
+// taken in order of home bucket, in runs: a key goes to slot
+// max(home * SLOTS, previous key's slot + 1). Counting the keys per bucket,
+// a scan then gives each bucket the first slot of its keys, and every key
+// takes its bucket's next slot: no probe walks a cluster, however full the
+// region ends. The layout is one the plain kernel could have built (any
+// order of a bucket's keys is), so lookups, erases and later inserts find it
+// as usual. It is not taken where the plain rules must decide: a key
+// repeated in the bin, a bucket of more than BUILD_RUN keys, a key past the
+// probe limit, or more keys running past the region's end than the spill
+// list holds. Keys whose slot lies past the region's end go to the region's
+// spill list for gh_region_spill, which continues their runs in the next
+// region.
+
+// Step 1: the keys of the bin per home bucket, in cnt (zeroed by the
+// caller); false if a bucket has too many.
+__device__ __forceinline__ bool count_bin(const View& t, u32* cnt, u64 first, const View::raw* words, u64 begin,
+                                          u64 end) {
+    bool bad = false;
+    for (u64 j = begin + threadIdx.x; j < end; j += blockDim.x) {
+        const u64 h = t.home(View::W::key(words[j])) - first;
+        bad |= atomicAdd(&cnt[h], 1u) >= BUILD_RUN;
+    }
+    return !bad;
+}
+
+// Steps 2-4 into the EMPTY shared `region`, after count_bin; false (with
+// the region EMPTY again) where the plain rules must decide. Spilled keys
+// go to `spill`, their count to *spilled_out; *placed is the keys placed
+// (summed over the block's threads).
+__device__ bool place_counted(const View& t, View::raw* region, u32* cnt, View::raw* spill, u64 first, u64 nb,
+                              const View::raw* words, u64 begin, u64 end, u32* spilled_out, u64* placed) {
+    typedef View::raw raw;
+    typedef View::W W;
+    constexpr u32 S = View::SLOTS;
+    __shared__ u32 s_spilled;
+    __shared__ u32 warp_sums[32];
+    const u64 slots = nb * S;
+    // 2. First slot of each bucket's keys: with c_h keys in bucket h and s_h
+    //    keys in the buckets before it, run starts obey
+    //    start_h = s_h + max over nonempty h' <= h of (h' * S - s_h').
+    //    cnt[h] becomes start_h << 16, the low half counting the keys placed.
+    //    (Both fit: start_h < slots + keys <= 2 * slots + BUILD_SPILL.)
+    const u32 per = (u32)((nb + blockDim.x - 1) / blockDim.x);  // consecutive buckets per thread
+    const u32 lo = min((u32)nb, threadIdx.x * per), hi = min((u32)nb, lo + per);
+    u32 own = 0;
+    for (u32 h = lo; h < hi; ++h) own += cnt[h];
+    if (threadIdx.x == 0) s_spilled = 0;
+    u32 total;
+    const u32 s = block_scan(own, warp_sums, &total);  // keys in the buckets before this thread's
+    int best = NO_RUN;                                 // the max term over this thread's buckets
+    for (u32 h = lo, run = s; h < hi; ++h) {
+        if (cnt[h]) best = max(best, (int)(h * S) - (int)run);
+        run += cnt[h];
+    }
+    int before = block_max_exclusive(best, (int*)warp_sums, NO_RUN);  // over the threads before
+    for (u32 h = lo, run = s; h < hi; ++h) {
+        const u32 c = cnt[h];
+        if (c) before = max(before, (int)(h * S) - (int)run);
+        cnt[h] = c ? (u32)((int)run + before) << 16 : 0;
+        run += c;
+    }
+    __syncthreads();
+    // 3. Every key takes its bucket's next slot; past the region's end, the spill list.
+    for (u64 j = begin + threadIdx.x; j < end; j += blockDim.x) {
+        const raw w = words[j];
+        const u32 v = atomicAdd(&cnt[t.home(W::key(w)) - first], 1u);
+        const u32 at = (v >> 16) + (v & 0xffffu);
+        if (at < slots) {
+            region[at] = w;
+        } else {
+            const u32 o = atomicAdd(&s_spilled, 1u);
+            if (o < BUILD_SPILL) spill[o] = w;
+        }
+    }
+    __syncthreads();
+    const u32 spilled = s_spilled;
+    bool bad = spilled > BUILD_SPILL;
+    // 4. Checks, one thread per slot: within its probe limit, and no earlier
+    //    key of its bucket's run equal. Spilled keys look for their twins in
+    //    the region part of their run and among the spills before them.
+    for (u64 x = threadIdx.x; x < slots + spilled && !bad; x += blockDim.x) {
+        const bool in = x < slots;
+        const u64 k = W::key(in ? region[x] : spill[x - slots]);
+        if (k == W::EMPTY_KEY) continue;
+        const u64 h = t.home(k) - first;
+        if (in && x / S - h >= t.limit) bad = true;
+        for (u64 y = cnt[h] >> 16, stop = in ? x : slots; y < stop && !bad; ++y) bad = W::key(region[y]) == k;
+        for (u64 o = 0; !in && o < x - slots && !bad; ++o) bad = W::key(spill[o]) == k;
+    }
+    if (__syncthreads_or(bad)) {
+        const raw e = W::empty();
+        for (u64 x = threadIdx.x; x < slots; x += blockDim.x) region[x] = e;
+        __syncthreads();
+        return false;
+    }
+    if (threadIdx.x == 0) *spilled_out = spilled;
+    *placed = threadIdx.x == 0 ? end - begin - spilled : 0;
+    return true;
+}
+
+// 16 bytes from global to shared memory without passing through registers
+// (cp.async): the region streams in while the block counts its bin.
+// -DGH_REGION_SYNC_LOAD loads it before counting instead: compute-sanitizer's
+// racecheck (CUDA 13.0) stops these copies with a misaligned-address error
+// that neither plain runs nor memcheck show, so racecheck runs build with it.
+__device__ __forceinline__ void copy16_async(ulonglong2* to_shared, const ulonglong2* from_global) {
+#ifdef GH_REGION_SYNC_LOAD
+    *to_shared = __ldcg(from_global);
+#else
+    const unsigned to = (unsigned)__cvta_generic_to_shared(to_shared);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(to), "l"(from_global) : "memory");
+#endif
+}
+__device__ __forceinline__ void copy16_wait_all() {
+#ifndef GH_REGION_SYNC_LOAD
+    asm volatile("cp.async.wait_all;\n" ::: "memory");
+#endif
+}
+
 // One block per region: region r's pairs are words[offsets[r] .. offsets[r + 1]).
-extern "C" __global__ void __launch_bounds__(GH_PART_THREADS)
-    gh_region_build(View t, u64 rb, const u32* offsets, const View::raw* words, const u32* pos, u32* deferred,
-                    u32 mode, u32 op) {
+// Keys of an empty region's runs that pass its end go to spills[r *
+// BUILD_SPILL ..], their count to spill_count[r]; keys the plain rules
+// settle nowhere in the region go to `deferred`.
+extern "C" __global__ void __launch_bounds__(GH_PART_THREADS, 3)
+    gh_region_build(View t, u64 rb, const u32* offsets, const View::raw* words, View::raw* spills,
+                    u32* spill_count, View::raw* deferred, u32 mode, u32 op) {
     typedef View::raw raw;
     typedef View::W W;
     extern __shared__ __align__(16) unsigned char smem[];
     raw* region = (raw*)smem;
+    u32* cnt = (u32*)(region + BUILD_BUCKETS * View::SLOTS);
     const u64 r = blockIdx.x, first = r * rb;
     const u64 nb = min(rb, t.buckets - first);
     ulonglong2* global16 = (ulonglong2*)(t.slots + first * View::SLOTS);
     ulonglong2* shared16 = (ulonglong2*)region;
     const u64 words16 = nb * (GH_BUCKET_BYTES / 16);
-    for (u64 j = threadIdx.x; j < words16; j += blockDim.x) shared16[j] = __ldcg(global16 + j);
-    __syncthreads();
-
+    for (u64 j = threadIdx.x; j < words16; j += blockDim.x) copy16_async(shared16 + j, global16 + j);
     const u64 begin = offsets[r], end = offsets[r + 1];
+    // Count the bin by bucket while the region arrives (wasted if it is not EMPTY).
+    const bool fits = rb <= BUILD_BUCKETS && end - begin <= nb * View::SLOTS + BUILD_SPILL;
+    for (u32 b = threadIdx.x; b < nb; b += blockDim.x) cnt[b] = 0;
+    __syncthreads();
+    const bool counted = fits && count_bin(t, cnt, first, words, begin, end);
+    copy16_wait_all();
+    bool used = false;  // a slot of the region is not EMPTY (EMPTY is all ones)
+    for (u64 j = threadIdx.x; j < words16; j += blockDim.x) {
+        const ulonglong2 v = shared16[j];  // copied by this thread
+        used |= (v.x & v.y) != ~0ull;
+    }
+    const bool empty = !__syncthreads_or(used);
+    const bool placeable = __syncthreads_and(counted) && fits && empty;
+
     u64 ins = 0, ex = 0;
-    for (u64 j = begin + threadIdx.x; j < end; j += blockDim.x) {
-        const raw desired = words[j];
-        const u64 k = W::key(desired);
-        const V value = gh::from_bits<V>(W::value(desired));
-        int res = gh::FAILED;
-        u64 b = t.home(k) - first;
-        for (u64 step = 0; step < t.limit && b < nb && res == gh::FAILED; ++step, ++b) {
-            raw* bucket = region + b * View::SLOTS;
-            for (int s = 0; s < View::SLOTS && res == gh::FAILED; ++s) {
-                u64 kk = shared_key(&bucket[s]);
-                while (true) {
-                    if (kk == k) {
-                        t.update_value(&bucket[s], value, mode, op);
-                        res = gh::EXISTING;
-                        break;
+    if (!(placeable &&
+          place_counted(t, region, cnt, spills + r * BUILD_SPILL, first, nb, words, begin, end, &spill_count[r],
+                        &ins))) {
+        // The plain rules with shared-memory atomics.
+        if (threadIdx.x == 0) spill_count[r] = 0;
+        for (u64 j = begin + threadIdx.x; j < end; j += blockDim.x) {
+            const raw desired = words[j];
+            const u64 k = W::key(desired);
+            const V value = gh::from_bits<V>(W::value(desired));
+            int res = gh::FAILED;
+            u64 b = t.home(k) - first;
+            for (u64 step = 0; step < t.limit && b < nb && res == gh::FAILED; ++step, ++b) {
+                raw* bucket = region + b * View::SLOTS;
+                for (int s = 0; s < View::SLOTS && res == gh::FAILED; ++s) {
+                    u64 kk = shared_key(&bucket[s]);
+                    while (true) {
+                        if (kk == k) {
+                            t.update_value(&bucket[s], value, mode, op);
+                            res = gh::EXISTING;
+                            break;
+                        }
+                        if (kk != W::EMPTY_KEY) break;  // another key or a tombstone
+                        raw prev = W::cas(&bucket[s], W::empty(), desired);
+                        if (W::eq(prev, W::empty())) { res = gh::INSERTED; break; }
+                        kk = W::key(prev);
                     }
-                    if (kk != W::EMPTY_KEY) break;  // another key or a tombstone
-                    raw prev = W::cas(&bucket[s], W::empty(), desired);
-                    if (W::eq(prev, W::empty())) { res = gh::INSERTED; break; }
-                    kk = W::key(prev);
                 }
             }
+            ins += res == gh::INSERTED;
+            ex += res == gh::EXISTING;
+            // Not settled inside the region: the plain kernel continues the sequence.
+            if (res == gh::FAILED) deferred[atomicAdd(&t.meta->counters[2], 1ull)] = desired;
         }
-        ins += res == gh::INSERTED;
-        ex += res == gh::EXISTING;
-        // Not settled inside the region: the plain kernel continues the sequence.
-        if (res == gh::FAILED) deferred[atomicAdd(&t.meta->counters[2], 1ull)] = pos[j];
     }
     __syncthreads();
     for (u64 j = threadIdx.x; j < words16; j += blockDim.x) __stcg(global16 + j, shared16[j]);
     block_add(&t.meta->counters[0], ins);
     block_add(&t.meta->counters[1], ex);
 }
+// The spilled keys of region p = r - 1 (cyclically) take the EMPTY slots of
+// region r in slot order, the j-th key the j-th EMPTY slot: the slot a
+// linear probe from its home claims when these keys come after the built
+// regions, since its run fills region p from its home to the end. One block
+// per region r. A key whose slot lies past its probe limit, the keys after
+// it, and keys for which region r has no EMPTY slot left go to the plain
+// kernel (`deferred`): it fails the first kind and carries the others on.
+extern "C" __global__ void __launch_bounds__(GH_PART_THREADS)
+    gh_region_spill(View t, u64 rb, u64 regions, const u32* spill_count, const View::raw* spills,
+                    View::raw* deferred) {
+    typedef View::raw raw;
+    typedef View::W W;
+    const u64 r = blockIdx.x, p = (r == 0 ? regions : r) - 1;
+    const u32 m = spill_count[p];
+    if (m == 0) return;  // the whole block
+    const raw* in = spills + p * BUILD_SPILL;
+    const u64 first = r * rb, slots = min(rb, t.buckets - first) * View::SLOTS;
+    raw* base = t.slots + first * View::SLOTS;
+    __shared__ u32 warp_sums[32];
+    __shared__ u32 s_stop;
+    if (threadIdx.x == 0) s_stop = m;
+    u32 taken = 0, stop = m;  // EMPTY slots passed; the first key not to place
+    u64 ins = 0;
+    for (u64 chunk = 0; chunk < slots && taken < stop; chunk += blockDim.x) {
+        const u64 x = chunk + threadIdx.x;
+        const bool empty = x < slots && W::key(base[x]) == W::EMPTY_KEY;
+        u32 total;
+        const u32 j = taken + block_scan(empty ? 1u : 0u, warp_sums, &total);
+        if (empty && j < stop) {
+            const u64 b = first + x / View::SLOTS, h = t.home(W::key(in[j]));
+            if ((b >= h ? b - h : b + t.buckets - h) >= t.limit) atomicMin(&s_stop, j);
+        }
+        __syncthreads();
+        stop = s_stop;
+        if (empty && j < stop) {
+            base[x] = in[j];
+            ++ins;
+        }
+        taken += total;
+    }
+    const u32 placed = min(taken, stop);
+    if (placed < m) {
+        __shared__ u64 s_at;
+        if (threadIdx.x == 0) s_at = atomicAdd(&t.meta->counters[2], (u64)(m - placed));
+        __syncthreads();
+        for (u32 o = threadIdx.x; placed + o < m; o += blockDim.x) deferred[s_at + o] = in[placed + o];
+    }
+    block_add(&t.meta->counters[0], ins);
+}
 #endif
 
-// keys_out[j] = keys[pos[j]], values_out[j] = values[pos[j]]: the deferred
+// keys_out[j], values_out[j] = the pair packed in words[j]: the deferred
 // part of a region-built batch, for the plain insert kernel.
-extern "C" __global__ void gh_gather_pairs(const K* keys, const V* values, const u32* pos, u64 n, K* keys_out,
-                                           V* values_out) {
+extern "C" __global__ void gh_unpack_pairs(const View::raw* words, u64 n, K* keys_out, V* values_out) {
     for (u64 j = thread_index(); j < n; j += grid_stride()) {
-        keys_out[j] = keys[pos[j]];
-        values_out[j] = values[pos[j]];
+        const View::raw w = words[j];
+        keys_out[j] = (K)View::W::key(w);
+        values_out[j] = gh::from_bits<V>(View::W::value(w));
     }
 }
 

@@ -28,11 +28,11 @@ if has tests; then
     done
 fi
 if has tests; then
-    # The region build of large inserts is off by default; its own run of the
-    # tests that reach it.
-    # GPUHASH_REGION_TWO_PASS=1 takes the two-pass partition that only
-    # tables of more than 256 regions need, on the tests' small tables; =1
-    # takes the region build at every load, not only up to 0.9.
+    # The linear suite again with the region build forced on
+    # (GPUHASH_REGION_BUILD=1: every batch that suits it, at every load, not
+    # only large ones up to 96% full), with the one-pass partition and with
+    # the two-pass one that only tables of more than 256 regions need
+    # (GPUHASH_REGION_TWO_PASS=1 takes it on the tests' small tables).
     for pass in one two; do
         env GPUHASH_REGION_BUILD=1 $([ $pass = two ] && echo GPUHASH_REGION_TWO_PASS=1) \
             "$here/bin/test-conformance_cuda" --test-threads=4 cuda_linear > "$logs/test-region-build-$pass.log" 2>&1
@@ -42,19 +42,22 @@ if has tests; then
     done
 fi
 if has sanitizer; then
-    # Small sizes keep the instrumented runs short. memcheck takes every
-    # scheme through the tests that reach the most code (special keys,
-    # erasure, full tables, repeated keys, large batches); racecheck, which
-    # checks shared memory, the kernels that use it most: the region build
-    # (GPUHASH_REGION_BUILD=1) and the block reductions of every scheme.
-    memcheck_filter="${MEMCHECK_FILTER:-special_keys erase_churn growth_off_full_table one_key_repeated large_batches}"
-    racecheck_filter="${RACECHECK_FILTER:-cuda_linear::large_batches cuda_robin_hood::special_keys cuda_cuckoo::special_keys cuda_two_level::special_keys cuda_hashinator::special_keys}"
+    # The whole CUDA suite at small sizes under memcheck, and again under
+    # racecheck (shared-memory hazards) with the region build forced on so
+    # its kernels run in every test. MEMCHECK_FILTER / RACECHECK_FILTER pick
+    # tests (default: all), SANITIZER_TIMEOUT bounds each tool's run.
+    # Racecheck runs build the region kernels with -DGH_REGION_SYNC_LOAD:
+    # racecheck stops their cp.async copies with a misaligned-address error
+    # that plain runs and memcheck do not show (kernels/bulk.cu).
     for tool in ${SANITIZER_TOOLS:-memcheck racecheck}; do
-        filter="$memcheck_filter"
-        [ $tool = racecheck ] && filter="$racecheck_filter"
-        GPUHASH_TEST_SCALE=small GPUHASH_REGION_BUILD=$([ $tool = racecheck ] && echo 1) \
-            timeout "${SANITIZER_TIMEOUT:-300}" compute-sanitizer --tool $tool --error-exitcode 99 \
-            "$here/bin/test-conformance_cuda" --test-threads=1 $filter > "$logs/sanitizer-$tool.log" 2>&1
+        filter="${MEMCHECK_FILTER:-}" extra=()
+        if [ $tool = racecheck ]; then
+            filter="${RACECHECK_FILTER:-}"
+            extra=(GPUHASH_REGION_BUILD=1 GPUHASH_NVRTC_FLAGS=-DGH_REGION_SYNC_LOAD)
+        fi
+        env GPUHASH_TEST_SCALE=small "${extra[@]}" \
+            timeout "${SANITIZER_TIMEOUT:-900}" compute-sanitizer --tool $tool --error-exitcode 99 \
+            "$here/bin/test-conformance_cuda" --test-threads="${SANITIZER_THREADS:-8}" $filter > "$logs/sanitizer-$tool.log" 2>&1
         rc=$?
         note "sanitizer $tool: rc=$rc $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|test result' "$logs/sanitizer-$tool.log" | tr '\n' ' ')"
         [ $rc -eq 0 ] || fail=1

@@ -318,7 +318,7 @@ impl<K: Key, V: Value> CudaTable<K, V> {
 
     fn insert_raw(&mut self, keys: &CudaView<'_, K>, values: &CudaView<'_, V>, mode: InsertMode) -> Result<RawInsert> {
         let n = keys.len() as u64;
-        if self.kernels.region.is_some() && region::worth_it(n, self.live, self.config.slots, self.probe.buckets, K::Word::<V>::BYTES) {
+        if self.kernels.region.is_some() && region::worth_it(n, self.live, self.config.slots, self.probe.buckets) {
             return self.insert_regions(keys, values, mode);
         }
         self.insert_plain(keys, values, mode)
@@ -395,21 +395,58 @@ impl<K: Key, V: Value> CudaTable<K, V> {
         Ok(host)
     }
 
+    /// The positions of `keys` the table does not hold (the failed inserts of
+    /// a call), about `expected` of them.
     fn collect_absent(&mut self, keys: &CudaView<'_, K>, expected: u64) -> Result<Vec<usize>> {
+        self.collect_positions(keys, expected, None)
+    }
+
+    /// The positions of `keys` that hold one of `refused` (the keys a call
+    /// failed to store, in any order): a search of the batch, not a lookup
+    /// of every key in the table.
+    fn positions_of(&mut self, keys: &CudaView<'_, K>, mut refused: Vec<K>) -> Result<Vec<usize>> {
+        refused.sort_unstable();
+        refused.dedup();
+        let sorted = self.upload(&refused)?;
+        self.collect_positions(keys, refused.len() as u64, Some(&sorted))
+    }
+
+    /// Positions of `keys` absent from the table (`among` is None) or equal to
+    /// an entry of the ascending `among`; about `expected` of them, more when
+    /// a key is repeated in the batch, and then a second pass takes them all.
+    fn collect_positions(&mut self, keys: &CudaView<'_, K>, expected: u64, among: Option<&CudaSlice<K>>) -> Result<Vec<usize>> {
         let n = keys.len() as u64;
-        // Safety: written by gh_collect_absent before being read.
-        let mut out = unsafe { self.stream.alloc::<u32>(expected as usize) }.map_err(|e| self.err(e))?;
-        self.reset_counters()?;
-        let view = self.view();
-        let mut b = self.stream.launch_builder(&self.kernels.collect_absent);
-        b.arg(&view).arg(keys).arg(&n).arg(&mut out).arg(&expected);
-        // Safety: arguments match gh_collect_absent.
-        unsafe { b.launch(grid(n, self.sms)) }.map_err(|e| self.err(e))?;
-        let meta = self.read_meta()?;
-        let got = meta[3].min(expected) as usize;
-        let mut f = vec![0u32; got];
-        self.stream.memcpy_dtoh(&out.slice(0..got), &mut f).map_err(|e| self.err(e))?;
-        Ok(f.into_iter().map(|i| i as usize).collect())
+        let mut cap = expected.clamp(1, n.max(1));
+        loop {
+            // Safety: written by the kernel before being read.
+            let mut out = unsafe { self.stream.alloc::<u32>(cap as usize) }.map_err(|e| self.err(e))?;
+            self.reset_counters()?;
+            let view = self.view();
+            match among {
+                None => {
+                    let mut b = self.stream.launch_builder(&self.kernels.collect_absent);
+                    b.arg(&view).arg(keys).arg(&n).arg(&mut out).arg(&cap);
+                    // Safety: arguments match gh_collect_absent.
+                    unsafe { b.launch(grid(n, self.sms)) }.map_err(|e| self.err(e))?;
+                }
+                Some(sorted) => {
+                    let m = sorted.len() as u64;
+                    let mut b = self.stream.launch_builder(&self.kernels.positions_of);
+                    b.arg(&view).arg(keys).arg(&n).arg(sorted).arg(&m).arg(&mut out).arg(&cap);
+                    // Safety: arguments match gh_positions_of; `sorted` holds m keys.
+                    unsafe { b.launch(grid(n, self.sms)) }.map_err(|e| self.err(e))?;
+                }
+            }
+            let found = self.read_meta()?[3];
+            if found > cap {
+                cap = found;
+                continue;
+            }
+            let mut f = vec![0u32; found as usize];
+            self.stream.memcpy_dtoh(&out.slice(0..found as usize), &mut f).map_err(|e| self.err(e))?;
+            self.stream.synchronize().map_err(|e| self.err(e))?;
+            return Ok(f.into_iter().map(|i| i as usize).collect());
+        }
     }
 
     /// Looks up keys in device memory; `found` receives 0/1 bytes.

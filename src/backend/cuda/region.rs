@@ -3,11 +3,11 @@
 //!
 //! Inserting key by key costs each key a random compare-and-swap in device
 //! memory (the CAS limit, about 16 G/s on an H200). Sorting the batch by
-//! region first turns those into shared-memory atomics, and the table moves
-//! through device memory once each way, coalesced. The result is the table
-//! the plain kernel would build: within a region the same first-EMPTY-slot
-//! rule applies, and keys whose sequence leaves their region continue with
-//! the plain kernel afterwards (`kernels/bulk.cu`, "region build").
+//! region first turns those into shared-memory work, and the table moves
+//! through device memory once each way, coalesced. The result is a table the
+//! plain kernel could have built: within a region the same first-EMPTY-slot
+//! rule holds, and keys whose sequence leaves their region continue in the
+//! next one (`kernels/bulk.cu`, "region build").
 //!
 //! The sort is a radix partition of the region index in one pass (up to 256
 //! regions) or two (high digit, then low digit within each high bin), each
@@ -17,28 +17,38 @@
 //! exactly (region r's pairs at `offsets[r]..offsets[r + 1]`), so no key is
 //! deferred for lack of room.
 //!
+//! **Building a region.** A block loads its region (streaming it into shared
+//! memory while it counts its bin's keys per home bucket). If the region is
+//! EMPTY, a scan of those counts gives every key its slot directly: keys in
+//! order of home bucket fill runs, exactly as first-EMPTY probing lays them
+//! out, with no probe walking a cluster however full the region ends (at load
+//! 0.9 this is 4x faster than probing in shared memory). Keys that run past
+//! the region's end take the first EMPTY slots of the next region
+//! (`gh_region_spill`). Regions that already hold keys, and bins with a
+//! repeated key, take shared-memory probing with atomics (the plain rules),
+//! and what those settle nowhere in the region goes to the plain kernel.
+//!
 //! **Scratch memory is kept for reuse.** The partition needs two copies of
-//! the batch as (word, position) pairs plus a list of deferred positions:
-//! about `n * (2 * (word + 4) + 4)` bytes for `n` keys (1.9 GB for 2^26 u32
-//! pairs). Allocating that inside every call cost more than the build, so a
+//! the batch as packed words plus a list of deferred words: `3 * n * word`
+//! bytes for `n` keys (1.5 GB for 2^26 u32 pairs). Batch positions are not
+//! carried along: the few keys deferred to the plain kernel travel as pairs,
+//! and if the table refuses any of them, a search of the batch for those
+//! keys finds their positions. Allocating that inside every call cost more than the build, so a
 //! build takes its device's scratch from a per-device cache, grows it when
 //! the batch needs more, and puts it back after: later builds on the same
 //! device (by any table) reuse it, and it stays allocated until
 //! [`release_scratch`] frees it.
 //!
 //! **When it runs.** A batch of at least a sixteenth of the table's slots,
-//! into a table of 8-byte slots and two regions or more, that leaves the
-//! table at most 90% full: measured on an H200 (2^27 u32 slots), the region
-//! build inserts 1.22x as fast as the plain kernel at load 0.5 and 1.13x at
-//! 0.9, but 0.89x at 0.95, where long probe runs inside shared memory
-//! serialise its threads, and 0.83-0.88x for 16-byte slots. If the scratch cannot be allocated, the batch
-//! takes the plain kernel. `GPUHASH_REGION_BUILD=0` turns the region build
-//! off, `=1` takes it for every batch that suits it whatever the load (the
-//! tests use that to reach it at every load). `GPUHASH_REGION_TRACE=1`
-//! prints the device milliseconds of each phase of every region build to
-//! stderr; `GPUHASH_REGION_TWO_PASS=1` takes the two-pass partition for
-//! tables of three regions or more (the tests' tables would otherwise take
-//! one).
+//! into a table of two regions or more, that leaves the table at most 96%
+//! full (see [`worth_it`] for the figures). If the scratch cannot be
+//! allocated, the batch takes the plain kernel. `GPUHASH_REGION_BUILD=0`
+//! turns the region build off, `=1` takes it for every batch that suits it
+//! whatever the load (the tests use that to reach it at every load).
+//! `GPUHASH_REGION_TRACE=1` prints the device milliseconds of each phase of
+//! every region build to stderr; `GPUHASH_REGION_TWO_PASS=1` takes the
+//! two-pass partition for tables of three regions or more (the tests' tables
+//! would otherwise take one).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -79,11 +89,17 @@ fn tile(word_bytes: usize) -> u64 {
     THREADS as u64 * if word_bytes == 8 { 8 } else { 4 }
 }
 
-/// Dynamic shared memory of a scatter block: the staged tile (word,
-/// position, u16 bin per key) and two u32 counters per bin.
-fn scatter_shared_bytes(word_bytes: usize, bins: u64) -> u32 {
-    (tile(word_bytes) * (word_bytes as u64 + 4 + 2) + 8 * bins) as u32
+/// Dynamic shared memory of a scatter block: the staged tile (word and
+/// u16 bin per key) and two u32 counters per bin.
+fn scatter_shared_bytes(word_bytes: usize) -> impl Fn(u64) -> u32 {
+    move |bins| (tile(word_bytes) * (word_bytes as u64 + 2) + 8 * bins) as u32
 }
+
+/// Dynamic shared memory of a build block: the region and a u32 counter per
+/// bucket (`BUILD_*` in the kernels).
+const BUILD_SHARED_BYTES: u64 = REGION_BYTES + 4 * REGION_BUCKETS;
+/// Bytes of each region's spill list (`BUILD_SPILL` words in the kernels).
+const SPILL_BYTES: u64 = 2048;
 
 /// The region kernels of a module (present in linear-scheme modules only).
 pub(crate) struct RegionKernels {
@@ -93,26 +109,34 @@ pub(crate) struct RegionKernels {
     scatter1: CudaFunction,
     scatter2: CudaFunction,
     build: CudaFunction,
+    spill: CudaFunction,
 }
 
 impl RegionKernels {
     pub(crate) fn load(module: &Arc<CudaModule>) -> std::result::Result<Option<Self>, DriverError> {
-        let names = ["gh_region_hist1", "gh_region_hist2", "gh_region_scan", "gh_region_scatter1", "gh_region_scatter2"];
+        let names = [
+            "gh_region_hist1",
+            "gh_region_hist2",
+            "gh_region_scan",
+            "gh_region_scatter1",
+            "gh_region_scatter2",
+            "gh_region_spill",
+        ];
         let Ok(build) = module.load_function("gh_region_build") else {
             return Ok(None);
         };
-        let [hist1, hist2, scan, scatter1, scatter2] = names.map(|n| module.load_function(n));
-        let (hist1, hist2, scan, scatter1, scatter2) = (hist1?, hist2?, scan?, scatter1?, scatter2?);
+        let [hist1, hist2, scan, scatter1, scatter2, spill] = names.map(|n| module.load_function(n));
+        let (hist1, hist2, scan, scatter1, scatter2, spill) = (hist1?, hist2?, scan?, scatter1?, scatter2?, spill?);
         // A region, and a scatter tile with the most bins, exceed the default
         // 48 KiB of shared memory a launch may use.
         let max = CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES;
-        build.set_attribute(max, REGION_BYTES as i32)?;
+        build.set_attribute(max, BUILD_SHARED_BYTES as i32)?;
         let most_bins = 1u64 << MAX_REGIONS.ilog2().div_ceil(2);
-        let most = scatter_shared_bytes(8, most_bins).max(scatter_shared_bytes(16, most_bins));
+        let most = scatter_shared_bytes(8)(most_bins).max(scatter_shared_bytes(16)(most_bins));
         for f in [&scatter1, &scatter2] {
             f.set_attribute(max, most as i32)?;
         }
-        Ok(Some(RegionKernels { hist1, hist2, scan, scatter1, scatter2, build }))
+        Ok(Some(RegionKernels { hist1, hist2, scan, scatter1, scatter2, build, spill }))
     }
 }
 
@@ -163,14 +187,15 @@ impl Plan {
 /// Scratch buffers of the region build (see the module documentation).
 #[derive(Default)]
 pub(crate) struct RegionScratch {
-    /// The batch packed by region: words (as bytes) and batch positions.
+    /// The batch packed by region (words as bytes).
     words: Option<CudaSlice<u8>>,
-    pos: Option<CudaSlice<u32>>,
-    /// Pass-1 output of a two-pass partition; afterwards the deferred pairs.
+    /// Pass-1 output of a two-pass partition; afterwards the deferred pairs unpacked.
     mid_words: Option<CudaSlice<u8>>,
-    mid_pos: Option<CudaSlice<u32>>,
-    /// Positions deferred to the plain kernel (at worst every one).
-    deferred: Option<CudaSlice<u32>>,
+    /// Words deferred to the plain kernel (at worst every one).
+    deferred: Option<CudaSlice<u8>>,
+    /// Each region's spill list (`SPILL_BYTES`) and its length.
+    spills: Option<CudaSlice<u8>>,
+    spill_count: Option<CudaSlice<u32>>,
     counts: Option<CudaSlice<u32>>,
     block_counts: Option<CudaSlice<u32>>,
     /// Pass-1 bin offsets, region offsets, and the scatter cursors.
@@ -184,7 +209,7 @@ impl RegionScratch {
         fn b<T>(s: &Option<CudaSlice<T>>) -> usize {
             s.as_ref().map_or(0, |s| s.len() * std::mem::size_of::<T>())
         }
-        b(&self.words) + b(&self.pos) + b(&self.mid_words) + b(&self.mid_pos) + b(&self.deferred) + b(&self.counts)
+        b(&self.words) + b(&self.mid_words) + b(&self.deferred) + b(&self.spills) + b(&self.spill_count) + b(&self.counts)
             + b(&self.block_counts) + b(&self.seg_off) + b(&self.offsets) + b(&self.cursor)
     }
 
@@ -194,11 +219,11 @@ impl RegionScratch {
         let r = plan.regions as usize;
         let most_bins = r.max(plan.bins1 as usize);
         ensure(stream, &mut self.words, n * word)?;
-        ensure(stream, &mut self.pos, n)?;
         // Also the deferred pairs (keys then values, each at most half a word), so always there.
         ensure(stream, &mut self.mid_words, n * word)?;
-        ensure(stream, &mut self.mid_pos, if plan.two_pass() { n } else { 0 })?;
-        ensure(stream, &mut self.deferred, n)?;
+        ensure(stream, &mut self.deferred, n * word)?;
+        ensure(stream, &mut self.spills, r * SPILL_BYTES as usize)?;
+        ensure(stream, &mut self.spill_count, r)?;
         ensure(stream, &mut self.counts, (plan.bins1 << plan.shift) as usize)?;
         ensure(stream, &mut self.block_counts, plan.block_counts() as usize)?;
         ensure(stream, &mut self.seg_off, plan.bins1 as usize + 1)?;
@@ -284,15 +309,15 @@ pub(crate) fn suits(n: u64, slots: u64, buckets: u64) -> bool {
 }
 
 /// Whether to take the region build for a batch of `n` keys into a table
-/// of `word`-byte slots holding `live` keys: when it suits, the slots are 8
-/// bytes and the batch leaves the table at most 90% full (counting every key
-/// as new), unless `GPUHASH_REGION_BUILD` says otherwise. (16-byte slots
-/// halve the keys a region holds and double the bytes partitioned per key:
-/// measured on an H200, the region build inserted u64 pairs at 0.88x the
-/// plain kernel's rate.)
-pub(crate) fn worth_it(n: u64, live: u64, slots: u64, buckets: u64, word: usize) -> bool {
-    let by_load = (live as u128 + n as u128) * 10 <= slots as u128 * 9;
-    forced().unwrap_or(word == 8 && by_load) && suits(n, slots, buckets)
+/// of `slots` slots and `buckets` buckets holding `live` keys: when it suits
+/// and the batch leaves the table at most 96% full (counting every key as
+/// new), unless `GPUHASH_REGION_BUILD` says otherwise. (Measured on an H200
+/// with 2^27 slots, into an empty table: 1.3x to 5x the plain kernel's rate
+/// for u32 pairs from load 0.5 to 0.95, 1.1x to 2.6x for u64 pairs from 0.5
+/// to 0.9; at 0.99 most regions overflow and defer keys to the plain kernel.)
+pub(crate) fn worth_it(n: u64, live: u64, slots: u64, buckets: u64) -> bool {
+    let by_load = (live as u128 + n as u128) * 100 <= slots as u128 * 96;
+    forced().unwrap_or(by_load) && suits(n, slots, buckets)
 }
 
 /// `GPUHASH_REGION_TRACE=1`: events between the phases of a build, printed
@@ -372,15 +397,15 @@ impl<K: Key, V: Value> CudaTable<K, V> {
         let view = self.view();
         let s = &mut taken.scratch;
         let words = s.words.as_mut().expect("reserved");
-        let pos = s.pos.as_mut().expect("reserved");
         let mid_words = s.mid_words.as_mut().expect("reserved");
-        let mid_pos = s.mid_pos.as_mut().expect("reserved");
         let deferred = s.deferred.as_mut().expect("reserved");
         let counts = s.counts.as_mut().expect("reserved");
         let block_counts = s.block_counts.as_mut().expect("reserved");
         let seg_off = s.seg_off.as_mut().expect("reserved");
         let offsets = s.offsets.as_mut().expect("reserved");
         let cursor = s.cursor.as_mut().expect("reserved");
+        let spills = s.spills.as_mut().expect("reserved");
+        let spill_count = s.spill_count.as_mut().expect("reserved");
 
         let part = |blocks_x: u64, blocks_y: u64, shared: u32| LaunchConfig {
             grid_dim: (blocks_x as u32, blocks_y as u32, 1),
@@ -406,13 +431,13 @@ impl<K: Key, V: Value> CudaTable<K, V> {
         // entries, the cursors bins1.
         unsafe { b.launch(scan_cfg) }.map_err(dev)?;
         Trace::mark(&mut trace, &stream, "hist1");
-        let (w1, p1) = if plan.two_pass() { (&mut *mid_words, &mut *mid_pos) } else { (&mut *words, &mut *pos) };
+        let w1 = if plan.two_pass() { &mut *mid_words } else { &mut *words };
         let mut b = stream.launch_builder(&rk.scatter1);
         b.arg(&view).arg(keys).arg(values).arg(&n).arg(&rb).arg(&shift).arg(&bins1).arg(&*block_counts);
-        b.arg(&mut *cursor).arg(&mut *w1).arg(&mut *p1).arg(&mut *deferred);
-        // Safety: arguments match gh_region_scatter1; the bins hold n pairs
-        // (the counts sum to at most n), the deferred list n positions.
-        unsafe { b.launch(part(plan.parts1, 1, scatter_shared_bytes(word, plan.bins1))) }.map_err(dev)?;
+        b.arg(&mut *cursor).arg(&mut *w1).arg(&mut *deferred);
+        // Safety: arguments match gh_region_scatter1; the bins hold n words
+        // (the counts sum to at most n), the deferred list n words.
+        unsafe { b.launch(part(plan.parts1, 1, scatter_shared_bytes(word)(plan.bins1))) }.map_err(dev)?;
         Trace::mark(&mut trace, &stream, "scatter1");
 
         if plan.two_pass() {
@@ -433,25 +458,36 @@ impl<K: Key, V: Value> CudaTable<K, V> {
             unsafe { b.launch(scan_cfg) }.map_err(dev)?;
             Trace::mark(&mut trace, &stream, "hist2");
             let mut b = stream.launch_builder(&rk.scatter2);
-            b.arg(&view).arg(&*mid_words).arg(&*mid_pos).arg(&rb).arg(&shift).arg(&*seg_off).arg(&*block_counts);
-            b.arg(&mut *cursor).arg(&mut *words).arg(&mut *pos);
+            b.arg(&view).arg(&*mid_words).arg(&rb).arg(&shift).arg(&*seg_off).arg(&*block_counts);
+            b.arg(&mut *cursor).arg(&mut *words);
             // Safety: arguments match gh_region_scatter2; pass 1 filled
             // mid_words[..seg_off[bins1]], and the region bins hold as many.
-            unsafe { b.launch(part(plan.parts2, plan.bins1, scatter_shared_bytes(word, 1 << shift))) }.map_err(dev)?;
+            unsafe { b.launch(part(plan.parts2, plan.bins1, scatter_shared_bytes(word)(1 << shift))) }.map_err(dev)?;
             Trace::mark(&mut trace, &stream, "scatter2");
         }
 
         let cfg = LaunchConfig {
             grid_dim: (plan.regions as u32, 1, 1),
             block_dim: (THREADS, 1, 1),
-            shared_mem_bytes: (rb * BUCKET_BYTES as u64) as u32,
+            shared_mem_bytes: BUILD_SHARED_BYTES as u32,
         };
         let mut b = stream.launch_builder(&rk.build);
-        b.arg(&view).arg(&rb).arg(&*offsets).arg(&*words).arg(&*pos).arg(&mut *deferred).arg(&m).arg(&op);
+        b.arg(&view).arg(&rb).arg(&*offsets).arg(&*words).arg(&mut *spills).arg(&mut *spill_count);
+        b.arg(&mut *deferred).arg(&m).arg(&op);
         // Safety: arguments match gh_region_build; one block per region, each
-        // with the region's bytes of shared memory; offsets[regions] is at most n.
+        // with the region and its counters in shared memory; offsets[regions]
+        // is at most n, the deferred list holds n words, the spill lists
+        // SPILL_BYTES per region.
         unsafe { b.launch(cfg) }.map_err(dev)?;
         Trace::mark(&mut trace, &stream, "build");
+        let spill_cfg = LaunchConfig { shared_mem_bytes: 0, ..cfg };
+        let regions = plan.regions;
+        let mut b = stream.launch_builder(&rk.spill);
+        b.arg(&view).arg(&rb).arg(&regions).arg(&*spill_count).arg(&*spills).arg(&mut *deferred);
+        // Safety: arguments match gh_region_spill; the build wrote every
+        // region's spill count and the lists they count.
+        unsafe { b.launch(spill_cfg) }.map_err(dev)?;
+        Trace::mark(&mut trace, &stream, "spill");
 
         let meta = self.read_meta()?;
         let (inserted, existing, ndeferred) = (meta[0], meta[1], meta[2]);
@@ -459,26 +495,26 @@ impl<K: Key, V: Value> CudaTable<K, V> {
         self.live += inserted;
         let mut out = RawInsert { inserted, existing, failed: Vec::new() };
         if ndeferred > 0 {
-            out = self.insert_deferred(keys, values, mode, &mut taken.scratch, ndeferred, out)?;
+            out = self.insert_deferred(keys, mode, &mut taken.scratch, ndeferred, out)?;
             Trace::mark(&mut trace, &self.stream, "deferred");
         }
         Trace::report(trace, n, &plan, ndeferred);
         Ok(out)
     }
 
-    /// The deferred keys of a region build, gathered on the device, through
-    /// the plain kernel; adds its outcome to `out`.
+    /// The deferred pairs of a region build, unpacked on the device, through
+    /// the plain kernel; adds its outcome to `out`. The positions of the keys
+    /// the table refuses are found by searching the batch for them.
     fn insert_deferred(
         &mut self,
         keys: &CudaView<'_, K>,
-        values: &CudaView<'_, V>,
         mode: InsertMode,
         s: &mut RegionScratch,
         ndeferred: u64,
         mut out: RawInsert,
     ) -> Result<RawInsert> {
         let nd = ndeferred as usize;
-        let deferred = s.deferred.as_ref().expect("reserved").slice(0..nd);
+        let deferred = s.deferred.as_ref().expect("reserved").slice(0..nd * K::Word::<V>::BYTES);
         // The pairs go to `mid_words` (free once the bins are built): keys in
         // its first half, values in the second; a word is at least as wide as
         // twice the wider of key and value, and nd <= n.
@@ -487,23 +523,21 @@ impl<K: Key, V: Value> CudaTable<K, V> {
         let (mut kb, mut vb) = mid.split_at_mut(half);
         // Safety: plain bytes reinterpreted as keys and values (half is a
         // multiple of 4, and of 8 where a word is 16 bytes), written in full
-        // by gh_gather_pairs before they are read.
+        // by gh_unpack_pairs before they are read.
         let (mut dk, mut dv) = unsafe { (kb.transmute_mut::<K>(nd), vb.transmute_mut::<V>(nd)) };
         let (Some(dk), Some(dv)) = (dk.as_mut(), dv.as_mut()) else {
             return Err(Error::Device { device: "cuda".into(), message: "region scratch too small".into() });
         };
-        let mut b = self.stream.launch_builder(&self.kernels.gather_pairs);
-        b.arg(keys).arg(values).arg(&deferred).arg(&ndeferred).arg(&mut *dk).arg(&mut *dv);
-        // Safety: arguments match gh_gather_pairs; every deferred position is below n.
+        let mut b = self.stream.launch_builder(&self.kernels.unpack_pairs);
+        b.arg(&deferred).arg(&ndeferred).arg(&mut *dk).arg(&mut *dv);
+        // Safety: arguments match gh_unpack_pairs; the list holds nd words.
         unsafe { b.launch(super::grid(ndeferred, self.sms)) }.map_err(|err| self.err(err))?;
         let rest = self.insert_plain(&dk.as_view(), &dv.as_view(), mode)?;
         out.inserted += rest.inserted;
         out.existing += rest.existing;
         if !rest.failed.is_empty() {
-            let mut at = vec![0u32; nd];
-            self.stream.memcpy_dtoh(&deferred, &mut at).map_err(|err| self.err(err))?;
-            self.stream.synchronize().map_err(|err| self.err(err))?;
-            out.failed = rest.failed.iter().map(|&i| at[i] as usize).collect();
+            let refused = self.gather_keys(&dk.as_view(), &rest.failed)?;
+            out.failed = self.positions_of(keys, refused)?;
             out.failed.sort_unstable();
         }
         Ok(out)
@@ -558,7 +592,7 @@ mod tests {
         let p = Plan::new(1 << 30, MAX_REGIONS, 132, 8, false);
         assert!(p.bins1 <= 4096 && (1u64 << p.shift) <= 4096);
         // Scatter shared memory fits two blocks per SM on an H100/H200.
-        assert!(scatter_shared_bytes(8, 128) * 2 <= 227 << 10);
-        assert!(scatter_shared_bytes(16, 4096) <= 227 << 10);
+        assert!(scatter_shared_bytes(8)(128) * 2 <= 227 << 10);
+        assert!(scatter_shared_bytes(16)(4096) <= 227 << 10);
     }
 }
