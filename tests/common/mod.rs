@@ -534,6 +534,7 @@ macro_rules! conformance_suite {
         conformance_suite!(@tests $name, $crate::common::Target::new($dev, $scheme);
             random_keys_at_load_factors,
             large_batches,
+            large_batches_into_empty_tables,
             assign_duplicates_in_one_batch,
             if_absent_and_apply,
             erase_churn,

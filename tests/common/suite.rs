@@ -88,6 +88,46 @@ fn large_batches_body<K: Key, V: TestValue>(dev: Target) {
     }
 }
 
+/// One large batch into an empty table, the case the CUDA region build
+/// places by counting (`src/backend/cuda/region.rs`): distinct keys up to
+/// load 0.95, where runs cross region ends and continue in the next region;
+/// a few repeated keys, which send their regions to the probing rules; and a
+/// probe limit of two buckets, which refuses keys whose positions the search
+/// of the batch must then name exactly.
+pub fn large_batches_into_empty_tables(dev: Target) {
+    each_pair!(large_batches_into_empty_body, dev)
+}
+
+fn large_batches_into_empty_body<K: Key, V: TestValue>(dev: Target) {
+    let mut cx = Ctx::new::<K, V>("large_batches_into_empty_tables", dev);
+    let slots = 1u64 << 15;
+    for (load, repeats, limit, op) in [
+        (0.5, 0, None, Op::Assign),
+        (0.95, 0, None, Op::IfAbsent),
+        (0.9, 40, None, Op::Apply(Reduce::Sum)),
+        (0.9, 0, Some(2), Op::Assign),
+    ] {
+        cx.phase = format!("load {load}, {repeats} repeats, probe limit {limit:?}, {op:?}");
+        let mut b = builder(dev).capacity(slots).max_load_factor(1.0).growth(false);
+        if let Some(l) = limit {
+            b = b.max_probe_buckets(l);
+        }
+        let mut t = unwrap(b.build::<K, V>(), "build", &cx);
+        let mut o = Oracle::new();
+        let distinct = distinct_keys::<K>(&mut cx.rng, (slots as f64 * load) as usize);
+        let keys = with_duplicates(&mut cx.rng, &distinct, repeats);
+        let vals = num_values::<V>(&mut cx.rng, keys.len());
+        let failed = insert(&mut t, &mut o, op, &keys, &vals, &cx);
+        // Near full, a key may meet its probe limit (and Robin Hood's is 32
+        // buckets): those refusals are checked like the limit-2 ones, by
+        // `insert` (the positions named hold exactly the keys not stored).
+        if load <= 0.5 {
+            assert!(failed.is_empty(), "{cx}: {} keys not stored at load {load}", failed.len());
+        }
+        check_table(&t, &o, &cx);
+    }
+}
+
 // ------------------------------------------------------------------ 2
 
 pub fn assign_duplicates_in_one_batch(dev: Target) {
