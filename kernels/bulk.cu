@@ -330,12 +330,15 @@ extern "C" __global__ void gh_displacement(View t, u64 slots) {
 // buckets (64 KiB), the most one block holds in shared memory at a useful
 // occupancy. A partition sorts the batch by the region of each key's home
 // bucket into packed bins (region r's pairs at [offsets[r], offsets[r+1]));
-// one block per region then loads its region, inserts its bin with
-// shared-memory atomics (the same first-EMPTY-slot rule as `linear::insert`,
-// so the table is exactly what the plain kernel would build) and writes the
-// region back with coalesced stores. Keys whose sequence leaves the region
-// and out-of-band keys are deferred to the plain kernel, which runs after and
-// sees the built regions. counters[2] counts the deferred positions.
+// one block per region then loads its region, places its bin (by counting
+// where the region is EMPTY, else with shared-memory atomics under the same
+// first-EMPTY-slot rule as `linear::insert`, so the table is one the plain
+// kernel could have built) and writes the region back with coalesced stores.
+// Keys of an EMPTY region's runs that pass its end take the next region's
+// first EMPTY slots (gh_region_spill); keys whose sequence otherwise leaves
+// the region, and out-of-band keys, are deferred as packed pairs to the plain
+// kernel, which runs after and sees the built regions. counters[2] counts
+// the deferred pairs.
 //
 // The partition is a most-significant-digit radix partition of the region
 // index, one or two passes (src/backend/cuda/region.rs picks): pass 1 bins
