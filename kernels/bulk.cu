@@ -43,6 +43,13 @@ __device__ __forceinline__ void block_add(u64* counter, u64 v) {
 __device__ __forceinline__ u64 thread_index() { return blockIdx.x * (u64)blockDim.x + threadIdx.x; }
 __device__ __forceinline__ u64 grid_stride() { return (u64)gridDim.x * blockDim.x; }
 
+// Appends batch position `pos` of an insert that found no slot to `failed`
+// (up to `cap`; counters[2] holds the true count).
+__device__ __forceinline__ void note_failed(const View& t, u32* failed, u64 cap, u64 pos) {
+    const u64 at = atomicAdd(&t.meta->counters[2], 1ull);
+    if (at < cap) failed[at] = (u32)pos;
+}
+
 #if GH_SCHEME == GH_SCHEME_HASHINATOR
 // Hashinator: a team of t.param lanes per key (kernels/schemes/hashinator.cuh);
 // the host launches keys * team threads. Team k serves keys k, k + teams, ...
@@ -60,10 +67,7 @@ extern "C" __global__ void gh_insert(View t, const K* keys, const V* values, u64
         if (!team.leader()) continue;
         ins += r == gh::INSERTED;
         ex += r == gh::EXISTING;
-        if (r == gh::FAILED) {
-            u64 at = atomicAdd(&t.meta->counters[2], 1ull);
-            if (at < failed_cap) failed[at] = (u32)(base + i);
-        }
+        if (r == gh::FAILED) note_failed(t, failed, failed_cap, base + i);
     }
     block_add(&t.meta->counters[0], ins);
     block_add(&t.meta->counters[1], ex);
@@ -120,10 +124,7 @@ extern "C" __global__ void gh_insert(View t, const K* keys, const V* values, u64
         int r = t.template insert_as<GH_SCHEME>(keys[i], values[i], mode, op);
         ins += r == gh::INSERTED;
         ex += r == gh::EXISTING;
-        if (r == gh::FAILED) {
-            u64 at = atomicAdd(&t.meta->counters[2], 1ull);
-            if (at < failed_cap) failed[at] = (u32)(base + i);
-        }
+        if (r == gh::FAILED) note_failed(t, failed, failed_cap, base + i);
     }
     block_add(&t.meta->counters[0], ins);
     block_add(&t.meta->counters[1], ex);
@@ -174,10 +175,7 @@ extern "C" __global__ void gh_insert(View t, const K* keys, const V* values, u64
             ex += r == gh::EXISTING ? others + 1 : r == gh::INSERTED ? others : 0;
         }
         r = __shfl_sync(group, r, leader);
-        if (r == gh::FAILED) {
-            u64 at = atomicAdd(&t.meta->counters[2], 1ull);
-            if (at < failed_cap) failed[at] = (u32)(base + i);
-        }
+        if (r == gh::FAILED) note_failed(t, failed, failed_cap, base + i);
     }
     block_add(&t.meta->counters[0], ins);
     block_add(&t.meta->counters[1], ex);
