@@ -42,24 +42,42 @@ if has tests; then
     done
 fi
 if has sanitizer; then
-    # The whole CUDA suite at small sizes under memcheck, and again under
-    # racecheck (shared-memory hazards) with the region build forced on so
-    # its kernels run in every test. MEMCHECK_FILTER / RACECHECK_FILTER pick
-    # tests (default: all), SANITIZER_TIMEOUT bounds each tool's run.
+    # The whole CUDA suite at small sizes (GPUHASH_TEST_SCALE=small: smaller
+    # batches, fewer rounds) under memcheck, and again under racecheck
+    # (shared-memory hazards) with the region build forced on so its kernels
+    # run in every linear test. Each tool runs as SANITIZER_SHARDS processes
+    # side by side (test filters separated by '|', default: by scheme), as
+    # the instrumented suite is slow; MEMCHECK_FILTER / RACECHECK_FILTER
+    # replace the shards with one filter, SANITIZER_TIMEOUT bounds each run.
     # Racecheck runs build the region kernels with -DGH_REGION_SYNC_LOAD:
     # racecheck stops their cp.async copies with a misaligned-address error
     # that plain runs and memcheck do not show (kernels/bulk.cu).
+    shards="${SANITIZER_SHARDS:-cuda_linear|cuda_cuckoo cuda_two_level|cuda_robin_hood cuda_hashinator_t4|cuda_hashinator::|cuda_hashinator_t32}"
+    pids=() names=()
     for tool in ${SANITIZER_TOOLS:-memcheck racecheck}; do
-        filter="${MEMCHECK_FILTER:-}" extra=()
+        extra=() filters="$shards"
+        [ $tool = memcheck ] && [ -n "${MEMCHECK_FILTER:-}" ] && filters="$MEMCHECK_FILTER"
         if [ $tool = racecheck ]; then
-            filter="${RACECHECK_FILTER:-}"
+            [ -n "${RACECHECK_FILTER:-}" ] && filters="$RACECHECK_FILTER"
             extra=(GPUHASH_REGION_BUILD=1 GPUHASH_NVRTC_FLAGS=-DGH_REGION_SYNC_LOAD)
         fi
-        env GPUHASH_TEST_SCALE=small "${extra[@]}" \
-            timeout "${SANITIZER_TIMEOUT:-900}" compute-sanitizer --tool $tool --error-exitcode 99 \
-            "$here/bin/test-conformance_cuda" --test-threads="${SANITIZER_THREADS:-8}" $filter > "$logs/sanitizer-$tool.log" 2>&1
+        i=0
+        IFS='|' read -ra parts <<< "$filters"
+        for f in "${parts[@]}"; do
+            i=$((i + 1))
+            name="$tool-$i"
+            # shellcheck disable=SC2086 # a shard is several filters
+            env GPUHASH_TEST_SCALE=small "${extra[@]}" GPUHASH_CACHE_DIR="$here/.kernel-cache-$tool" \
+                timeout "${SANITIZER_TIMEOUT:-900}" compute-sanitizer --tool $tool --error-exitcode 99 \
+                "$here/bin/test-conformance_cuda" --test-threads="${SANITIZER_THREADS:-3}" $f > "$logs/sanitizer-$name.log" 2>&1 &
+            pids+=($!) names+=("$name ($f)")
+        done
+    done
+    for j in "${!pids[@]}"; do
+        wait "${pids[$j]}"
         rc=$?
-        note "sanitizer $tool: rc=$rc $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|test result' "$logs/sanitizer-$tool.log" | tr '\n' ' ')"
+        log="$logs/sanitizer-${names[$j]%% *}.log"
+        note "sanitizer ${names[$j]}: rc=$rc $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|test result' "$log" | tr '\n' ' ')"
         [ $rc -eq 0 ] || fail=1
     done
 fi

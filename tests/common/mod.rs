@@ -107,6 +107,17 @@ pub fn scaled(n: usize) -> usize {
     }
 }
 
+/// Rounds of a test that repeats calls: `n`, or a fifth of it (at least
+/// two) with `GPUHASH_TEST_SCALE=small`. Under compute-sanitizer each call
+/// costs milliseconds of instrumented launches, and the long tests are the
+/// ones that repeat calls, not the ones with large batches.
+pub fn rounds(n: usize) -> usize {
+    match std::env::var("GPUHASH_TEST_SCALE").as_deref() {
+        Ok("small") => (n / 5).max(2),
+        _ => n,
+    }
+}
+
 /// Whether the tests may run on `dev`. A missing CUDA device skips the test
 /// loudly (or fails it when `GPUHASH_REQUIRE_CUDA=1`); any other device must work.
 pub fn usable(dev: Target) -> Option<Target> {

@@ -228,7 +228,8 @@ fn erase_churn_body<K: Key, V: TestValue>(dev: Target) {
         let b = if growth { b.capacity(64) } else { b.capacity(1 << 14).max_load_factor(1.0) };
         let mut t = unwrap(b.build::<K, V>(), "build", &cx);
         let mut o = Oracle::new();
-        for round in 0..40 {
+        let total = rounds(40);
+        for round in 0..total {
             cx.phase = format!("growth {growth}, round {round}");
             let op = [Op::Assign, Op::IfAbsent, Op::Apply(Reduce::Sum), Op::Apply(Reduce::Max)][round % 4];
             let n = cx.rng.random_range(0..4000);
@@ -245,7 +246,7 @@ fn erase_churn_body<K: Key, V: TestValue>(dev: Target) {
             if round % 8 == 7 {
                 check_table(&t, &o, &cx);
             }
-            if !growth && round == 20 {
+            if !growth && round == total / 2 {
                 // Reclaims the tombstones so inserts find room again.
                 unwrap(t.rehash(t.capacity()), "rehash", &cx);
                 check_table(&t, &o, &cx);
@@ -259,7 +260,7 @@ fn erase_churn_body<K: Key, V: TestValue>(dev: Target) {
     let mut o = Oracle::new();
     let run = distinct_keys::<K>(&mut cx.rng, 4096);
     let keys: Vec<K> = run.iter().cycle().take(4 * run.len()).copied().collect();
-    for round in 0..5 {
+    for round in 0..rounds(5) {
         cx.phase = format!("racing duplicates, round {round}");
         // Consecutive copies of one run: parallel workers meet on each key.
         let vals = num_values::<V>(&mut cx.rng, keys.len());
@@ -281,7 +282,7 @@ fn reinsert_body<K: Key, V: TestValue>(dev: Target) {
     let mut cx = Ctx::new::<K, V>("insert_erase_insert_same_keys", dev);
     let mut keys = distinct_keys::<K>(&mut cx.rng, 2000);
     keys.extend(edge_keys::<K>());
-    const CYCLES: u64 = 40;
+    let cycles = rounds(40) as u64;
     // Growth off in a table large enough for every tombstone, so none is
     // reclaimed. Reinserting the same keys piles tombstones onto the same
     // runs, so they stay under a third of the slots: at 60% the longest run
@@ -295,7 +296,7 @@ fn reinsert_body<K: Key, V: TestValue>(dev: Target) {
         let b = if !growth && dev.scheme.erase_leaves_tombstones() { b.max_probe_buckets(1024) } else { b };
         let mut t = unwrap(b.build::<K, V>(), "build", &cx);
         let mut o = Oracle::new();
-        for cycle in 0..CYCLES {
+        for cycle in 0..cycles {
             cx.phase = format!("growth {growth}, cycle {cycle}");
             let vals = any_values::<V>(&mut cx.rng, keys.len());
             let failed = insert(&mut t, &mut o, Op::Assign, &keys, &vals, &cx);
@@ -309,14 +310,14 @@ fn reinsert_body<K: Key, V: TestValue>(dev: Target) {
             erase(&mut t, &mut o, &keys[keys.len() / 2..], &cx);
             assert!(t.is_empty(), "{cx}: {} keys left after erasing all", t.len());
         }
-        cx.phase = format!("growth {growth}, after {CYCLES} cycles");
+        cx.phase = format!("growth {growth}, after {cycles} cycles");
         let vals = any_values::<V>(&mut cx.rng, keys.len());
         insert(&mut t, &mut o, Op::Assign, &keys, &vals, &cx);
         check_table(&t, &o, &cx);
         if !growth {
             let tomb = unwrap(t.stats(), "stats", &cx).tombstones;
             let slotted = keys.iter().filter(|k| !out_of_band(**k)).count() as u64;
-            let expected = if t.scheme().erase_leaves_tombstones() { CYCLES * slotted } else { 0 };
+            let expected = if t.scheme().erase_leaves_tombstones() { cycles * slotted } else { 0 };
             assert_eq!(tomb, expected, "{cx}: tombstones (out-of-band keys leave none)");
             unwrap(t.rehash(t.capacity()), "rehash", &cx);
             assert_eq!(unwrap(t.stats(), "stats", &cx).tombstones, 0, "{cx}: tombstones after rehash");
@@ -687,8 +688,13 @@ fn maintenance_body<K: Key, V: TestValue>(dev: Target) {
     }
 
     // reserve(n) must leave room for n new keys under the maximum load.
-    for max_load in [0.3, 0.7, 0.875, 0.9, 1.0] {
-        for additional in [0u64, 1, 7, 100, 999, 4321, 20_000] {
+    let (loads, adds): (&[f64], &[u64]) = if rounds(5) == 5 {
+        (&[0.3, 0.7, 0.875, 0.9, 1.0], &[0, 1, 7, 100, 999, 4321, 20_000])
+    } else {
+        (&[0.7, 1.0], &[0, 7, 4321, 20_000])
+    };
+    for &max_load in loads {
+        for &additional in adds {
             cx.phase = format!("reserve({additional}) at max load {max_load}");
             let b = builder(dev).capacity(64).max_load_factor(max_load);
             let mut t = unwrap(b.build::<K, V>(), "build", &cx);
@@ -720,7 +726,8 @@ fn maintenance_body<K: Key, V: TestValue>(dev: Target) {
 
     cx.phase = "get/insert/remove".into();
     let mut t = unwrap(builder(dev).capacity(16).build::<K, V>(), "new", &cx);
-    for &k in keys.iter().rev().take(50) {
+    let single = rounds(50);
+    for &k in keys.iter().rev().take(single) {
         let (a, b) = (V::any(&mut cx.rng), V::any(&mut cx.rng));
         assert_eq!(unwrap(t.get(k), "get", &cx), None, "{cx}: get({k:?}) before insert");
         assert_eq!(unwrap(t.insert(k, a), "insert", &cx), None, "{cx}: first insert({k:?})");
@@ -734,7 +741,7 @@ fn maintenance_body<K: Key, V: TestValue>(dev: Target) {
         assert_eq!(unwrap(t.get(k), "get", &cx), None, "{cx}: get({k:?}) after remove");
         unwrap(t.insert(k, a), "insert", &cx);
     }
-    assert_eq!(t.len(), 50, "{cx}: len after single-key calls");
+    assert_eq!(t.len(), single as u64, "{cx}: len after single-key calls");
 }
 
 // ------------------------------------------------------------------ 12
