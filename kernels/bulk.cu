@@ -324,10 +324,10 @@ extern "C" __global__ void gh_displacement(View t, u64 slots) {
 
 #if GH_SCHEME == GH_SCHEME_LINEAR
 // ---- region build -------------------------------------------------------------
-// A large batch is inserted region by region: a region is `rb` consecutive
-// buckets (64 KiB), the most one block holds in shared memory at a useful
-// occupancy. A partition sorts the batch by the region of each key's home
-// bucket into packed bins (region r's pairs at [offsets[r], offsets[r+1]));
+// A large batch is inserted region by region: a region is REGION_BUCKETS
+// consecutive buckets (64 KiB), the most one block holds in shared memory at
+// a useful occupancy. A partition sorts the batch by the region of each key's
+// home bucket into packed bins (region r's pairs at [offsets[r], offsets[r+1]));
 // one block per region then loads its region, places its bin (by counting
 // where the region is EMPTY, else with shared-memory atomics under the same
 // first-EMPTY-slot rule as `linear::insert`, so the table is one the plain
@@ -339,154 +339,179 @@ extern "C" __global__ void gh_displacement(View t, u64 slots) {
 // the deferred pairs.
 //
 // The partition is a most-significant-digit radix partition of the region
-// index, one or two passes (src/backend/cuda/region.rs picks): pass 1 bins
+// index in one pass or two (src/backend/cuda/region.rs picks): pass 1 bins
 // by `region >> shift` (every region when shift is 0), pass 2 splits each
 // pass-1 bin ("segment") by `region & (2^shift - 1)`. A few hundred bins per
-// pass keep both the per-block counts and the write fronts small; one pass
-// over ~16 Ki regions would need either an atomic per key or scattered
-// 8-byte writes that thrash L2. Each pass is three kernels:
-//   gh_region_hist*   each block counts its slice's keys per bin in shared
-//                     memory, stores its counts and adds them to the global
-//                     counts (one atomic per block and nonzero bin);
-//   gh_region_scan    exclusive prefix sums of the counts: exact bin offsets
-//                     (and cursors), so bins are packed and never overflow;
-//   gh_region_scatter* each block reserves its range of every bin (one
-//                     atomic per block and nonzero bin), then per tile
-//                     groups its keys by bin in shared memory and writes
-//                     each bin's run with consecutive threads.
-// The hist and scatter kernels of a pass split the work identically: block
-// (x, y) takes part x of `gridDim.x` of segment y (pass 1: the whole batch).
+// pass keep the write fronts short; one pass over ~16 Ki regions would need
+// either an atomic per key or scattered 8-byte writes that thrash L2.
+//   gh_region_hist    counts the keys of every region, once for both passes
+//                     (in shared memory, one global atomic per block and region);
+//   gh_region_scan    prefix sums: exact region offsets, and the pass-1 bin
+//                     offsets among them, so bins are packed and never overflow;
+//   gh_region_scatter* per tile of the batch: rank its keys by bin in shared
+//                     memory, reserve the tile's range of each bin (one global
+//                     atomic per nonzero bin), group the tile by bin and write
+//                     each bin's run with consecutive threads, while the next
+//                     tile streams into shared memory.
+// Scatter block (x, y) takes part x of `gridDim.x` of segment y (pass 1: the
+// whole batch). The order of a bin's keys is not kept; nothing depends on it.
 
+// Buckets per region (REGION_BUCKETS in region.rs): 2048 32-byte buckets.
+constexpr u32 REGION_LOG2 = 11;
+constexpr u32 BUILD_BUCKETS = 1u << REGION_LOG2;
 // Threads of the partition and build kernels (the host launches these).
 #define GH_PART_THREADS 512
-// Keys a partition thread stages per tile: tiles of 4096 keys (2048 for
-// 16-byte words) keep the shared staging area at 40 KiB / 36 KiB. (Three
-// blocks an SM would leave 42 registers a thread, and the staged words spill.)
+// Keys a partition thread ranks per tile: tiles of 4096 keys (2048 for
+// 16-byte words), 32 KiB of input and as much grouped, so three blocks fit
+// an SM.
 constexpr u32 PART_ITEMS = View::WORD_BYTES == 8 ? 8 : 4;
 constexpr u32 PART_TILE = GH_PART_THREADS * PART_ITEMS;
+constexpr u32 PART_IN_BYTES = PART_TILE * View::WORD_BYTES;  // holds a tile of keys and values too
+
+__device__ __forceinline__ u32 region_of(const View& t, u64 k) { return (u32)(t.home(k) >> REGION_LOG2); }
+
+// One element (4, 8 or 16 bytes, aligned to its size) from global to shared
+// memory without passing through registers (cp.async), so loads stream while
+// the block works. -DGH_REGION_SYNC_LOAD makes them plain loads: racecheck
+// (CUDA 13.0) stops cp.async with a misaligned-address error that neither
+// plain runs nor memcheck show, so racecheck runs build with it.
+template <int BYTES>
+__device__ __forceinline__ void copy_async(void* to_shared, const void* from_global) {
+#ifdef GH_REGION_SYNC_LOAD
+    if (BYTES == 4) *(u32*)to_shared = __ldcg((const u32*)from_global);
+    if (BYTES == 8) *(u64*)to_shared = __ldcg((const u64*)from_global);
+    if (BYTES == 16) *(ulonglong2*)to_shared = __ldcg((const ulonglong2*)from_global);
+#else
+    const unsigned to = (unsigned)__cvta_generic_to_shared(to_shared);
+    if (BYTES == 16)
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(to), "l"(from_global) : "memory");
+    else
+        asm volatile("cp.async.ca.shared.global [%0], [%1], %2;\n" ::"r"(to), "l"(from_global), "n"(BYTES) : "memory");
+#endif
+}
+// Waits for this thread's copies (a __syncthreads must follow before others read them).
+__device__ __forceinline__ void copy_async_wait() {
+#ifndef GH_REGION_SYNC_LOAD
+    asm volatile("cp.async.wait_all;\n" ::: "memory");
+#endif
+}
 
 // The slice [*lo, *hi) of the segment [seg_lo, seg_hi) that part x of
-// `parts` takes: equal shares, so the hist and scatter kernels agree.
+// `parts` takes: equal shares.
 __device__ __forceinline__ void part_range(u64 seg_lo, u64 seg_hi, u32 x, u32 parts, u64* lo, u64* hi) {
     const u64 per = (seg_hi - seg_lo + parts - 1) / parts;
     *lo = min(seg_hi, seg_lo + x * per);
     *hi = min(seg_hi, *lo + per);
 }
 
-// The segment of this block: the whole batch in pass 1, pass-1 bin
-// blockIdx.y (from the pass-1 offsets) in pass 2.
-template <bool FIRST>
-__device__ __forceinline__ void block_slice(u64 n, const u32* seg_off, u64* lo, u64* hi) {
-    const u64 seg_lo = FIRST ? 0 : seg_off[blockIdx.y], seg_hi = FIRST ? n : seg_off[blockIdx.y + 1];
-    part_range(seg_lo, seg_hi, blockIdx.x, gridDim.x, lo, hi);
-}
-
-// A key's region; pass 1 reads the batch, pass 2 the packed words of pass 1.
-template <bool FIRST>
-__device__ __forceinline__ u64 region_of(const View& t, u64 rb, const K* keys, const View::raw* words, u64 i,
-                                         bool* defer) {
-    u64 k;
-    if (FIRST) {
-        const K key = keys[i];
-        *defer = View::special_index(key) >= 0;
-        k = (u64)key;
-    } else {
-        *defer = false;
-        k = View::W::key(words[i]);
-    }
-    return t.home(k) / rb;
-}
-
-// The bin of a region in this pass (its index within the block's segment).
-template <bool FIRST>
-__device__ __forceinline__ u32 digit(u64 region, u32 shift) {
-    return FIRST ? (u32)(region >> shift) : (u32)(region & ((1ull << shift) - 1));
-}
-
-template <bool FIRST>
-__device__ __forceinline__ void region_hist(View t, u64 rb, u32 shift, u32 bins, const K* keys,
-                                            const View::raw* words, u64 n, const u32* seg_off, u32* block_counts,
-                                            u32* counts) {
-    extern __shared__ u32 hist[];  // bins
-    for (u32 b = threadIdx.x; b < bins; b += blockDim.x) hist[b] = 0;
+// Keys per region (out-of-band keys excluded) added to counts[0..regions),
+// zeroed by the host. With `local` the block counts in shared memory first
+// (one global atomic per block and nonzero region); tables of more regions
+// than shared memory holds count with a global atomic per key.
+extern "C" __global__ void __launch_bounds__(GH_PART_THREADS)
+    gh_region_hist(View t, const K* keys, u64 n, u32 regions, u32 local, u32* counts) {
+    extern __shared__ u32 hist[];  // regions, when local
+    if (local)
+        for (u32 b = threadIdx.x; b < regions; b += blockDim.x) hist[b] = 0;
     __syncthreads();
     u64 lo, hi;
-    block_slice<FIRST>(n, seg_off, &lo, &hi);
-    for (u64 i = lo + threadIdx.x; i < hi; i += blockDim.x) {
-        bool defer;
-        const u64 r = region_of<FIRST>(t, rb, keys, words, i, &defer);
-        if (!defer) atomicAdd(&hist[digit<FIRST>(r, shift)], 1u);
+    part_range(0, n, blockIdx.x, gridDim.x, &lo, &hi);
+    constexpr u32 U = sizeof(K) == 4 ? 8 : 4;  // keys in flight per thread
+    for (u64 i = lo + threadIdx.x; i < hi; i += U * blockDim.x) {
+        K key[U];
+#pragma unroll
+        for (u32 u = 0; u < U; ++u) {
+            const u64 at = i + u * blockDim.x;
+            key[u] = at < hi ? keys[at] : (K)~(K)0;  // out of band: not counted
+        }
+#pragma unroll
+        for (u32 u = 0; u < U; ++u) {
+            if (View::special_index(key[u]) >= 0) continue;
+            const u32 r = region_of(t, (u64)key[u]);
+            atomicAdd(local ? &hist[r] : &counts[r], 1u);
+        }
     }
     __syncthreads();
-    const u64 block = (u64)blockIdx.y * gridDim.x + blockIdx.x;
-    for (u32 b = threadIdx.x; b < bins; b += blockDim.x) {
-        const u32 c = hist[b];
-        block_counts[block * bins + b] = c;
-        // Pass 2: segment y's bins are regions y * bins + b (bins = 2^shift).
-        if (c) atomicAdd(&counts[(u64)blockIdx.y * bins + b], c);
-    }
+    if (local)
+        for (u32 b = threadIdx.x; b < regions; b += blockDim.x)
+            if (hist[b]) atomicAdd(&counts[b], hist[b]);
 }
 
-// Pass-1 counts of the batch by `region >> shift` (out-of-band keys excluded).
-extern "C" __global__ void __launch_bounds__(GH_PART_THREADS)
-    gh_region_hist1(View t, const K* keys, u64 n, u64 rb, u32 shift, u32 bins, u32* block_counts, u32* counts) {
-    region_hist<true>(t, rb, shift, bins, keys, nullptr, n, nullptr, block_counts, counts);
-}
-
-// Pass-2 counts of each pass-1 segment by `region & (2^shift - 1)`: counts
-// per region.
-extern "C" __global__ void __launch_bounds__(GH_PART_THREADS)
-    gh_region_hist2(View t, const View::raw* words, u64 rb, u32 shift, const u32* seg_off, u32* block_counts,
-                    u32* counts) {
-    region_hist<false>(t, rb, shift, 1u << shift, nullptr, words, 0, seg_off, block_counts, counts);
-}
-
-// offsets[j] = counts[0] + ... + counts[j - 1] for j <= len, and cursor[j] =
-// offsets[j] for j < len. One block of 1024 threads; len is at most a few
-// tens of thousands, so one block walking it in steps of 1024 is enough.
-// Exclusive prefix sum of every thread's x over the block, and in *total
-// the block's sum. All threads call it; warp_sums is 32 shared words.
-__device__ __forceinline__ u32 block_scan(u32 x, u32* warp_sums, u32* total) {
+// Exclusive scan of every thread's x over the block under `op` (associative
+// and commutative, `identity` its neutral element); *total gets the whole
+// block's. All threads call it; scratch is 32 shared words.
+struct Plus {
+    __device__ __forceinline__ u32 operator()(u32 a, u32 b) const { return a + b; }
+};
+struct Max {
+    __device__ __forceinline__ int operator()(int a, int b) const { return max(a, b); }
+};
+template <typename T, typename Op>
+__device__ __forceinline__ T block_exclusive(T x, T* scratch, T identity, Op op, T* total) {
     const u32 lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    u32 incl = x;  // inclusive within the warp
+    T incl = x;  // inclusive within the warp
 #pragma unroll
     for (int o = 1; o < 32; o <<= 1) {
-        const u32 y = __shfl_up_sync(0xffffffffu, incl, o);
-        if (lane >= (u32)o) incl += y;
+        const T y = __shfl_up_sync(0xffffffffu, incl, o);
+        if (lane >= (u32)o) incl = op(incl, y);
     }
-    if (lane == 31) warp_sums[warp] = incl;
+    if (lane == 31) scratch[warp] = incl;
     __syncthreads();
     if (warp == 0) {
-        u32 w = lane < (blockDim.x >> 5) ? warp_sums[lane] : 0;
+        T w = lane < (blockDim.x >> 5) ? scratch[lane] : identity;
 #pragma unroll
         for (int o = 1; o < 32; o <<= 1) {
-            const u32 y = __shfl_up_sync(0xffffffffu, w, o);
-            if (lane >= (u32)o) w += y;
+            const T y = __shfl_up_sync(0xffffffffu, w, o);
+            if (lane >= (u32)o) w = op(w, y);
         }
-        warp_sums[lane] = w;  // inclusive sums of the warps
+        scratch[lane] = w;  // inclusive results of the warps
     }
     __syncthreads();
-    const u32 excl = (warp ? warp_sums[warp - 1] : 0) + incl - x;
-    *total = warp_sums[(blockDim.x >> 5) - 1];
-    __syncthreads();  // warp_sums is reused by the next call
+    T excl = __shfl_up_sync(0xffffffffu, incl, 1);
+    if (lane == 0) excl = identity;
+    if (warp) excl = op(excl, scratch[warp - 1]);
+    *total = scratch[(blockDim.x >> 5) - 1];
+    __syncthreads();  // scratch is reused by the next call
     return excl;
 }
+// Exclusive prefix sum over the block, and in *total the block's sum.
+__device__ __forceinline__ u32 block_scan(u32 x, u32* warp_sums, u32* total) {
+    return block_exclusive<u32>(x, warp_sums, 0u, Plus(), total);
+}
+// Exclusive prefix maximum over the block (`lowest` in thread 0).
+__device__ __forceinline__ int block_max_exclusive(int x, int* scratch, int lowest) {
+    int total;
+    return block_exclusive<int>(x, scratch, lowest, Max(), &total);
+}
 
-extern "C" __global__ void __launch_bounds__(1024) gh_region_scan(const u32* counts, u64 len, u32* offsets,
-                                                                 u32* cursor) {
+// offsets[j] = counts[0] + ... + counts[j - 1] for j <= regions, and
+// cursor[j] = offsets[j] for j < regions. With two passes (shift > 0) also
+// the pass-1 bins: seg_off[s] = offsets[s << shift] for s < bins1 and
+// seg_off[bins1] the total, cursor1[s] = seg_off[s]. One block of 1024
+// threads: regions are at most a few tens of thousands.
+extern "C" __global__ void __launch_bounds__(1024)
+    gh_region_scan(const u32* counts, u32 regions, u32 shift, u32* offsets, u32* cursor, u32* seg_off, u32* cursor1) {
     __shared__ u32 warp_sums[32];
+    const u32 low = (1u << shift) - 1;
     u32 carry = 0;  // the same in every thread: the sum of the chunks before
-    for (u64 first = 0; first < len; first += blockDim.x) {
-        const u64 j = first + threadIdx.x;
+    for (u32 first = 0; first < regions; first += blockDim.x) {
+        const u32 j = first + threadIdx.x;
         u32 total;
-        const u32 excl = carry + block_scan(j < len ? counts[j] : 0, warp_sums, &total);
-        if (j < len) {
+        const u32 excl = carry + block_scan(j < regions ? counts[j] : 0, warp_sums, &total);
+        if (j < regions) {
             offsets[j] = excl;
             cursor[j] = excl;
+            if (shift && (j & low) == 0) {
+                seg_off[j >> shift] = excl;
+                cursor1[j >> shift] = excl;
+            }
         }
         carry += total;
     }
-    if (threadIdx.x == 0) offsets[len] = carry;
+    if (threadIdx.x == 0) {
+        offsets[regions] = carry;
+        if (shift) seg_off[(regions + low) >> shift] = carry;
+    }
 }
 
 // In-place exclusive prefix sums of a[0..len) (len <= 8 * blockDim.x) by the
@@ -508,40 +533,50 @@ __device__ __forceinline__ u32 block_exclusive_scan(u32* a, u32 len) {
     return total;
 }
 
-// Shared memory of the scatter kernels: the staged tile (words and bins)
-// and two arrays of `bins` counters. The host sizes it the same way
-// (region.rs, scatter_shared_bytes). Batch positions are not carried: the
-// few keys that end deferred travel as packed pairs, and a key the table
-// then refuses is found again by lookup (gh_collect_absent).
+// Shared memory of the scatter kernels (region.rs, scatter_shared_bytes,
+// sizes it the same way): the tile as read, the tile grouped by bin with each
+// key's bin, and two counters per bin. Batch positions are not carried: the
+// few keys that end deferred travel as packed pairs, and a key the table then
+// refuses is found in the batch again (gh_positions_of).
 template <bool FIRST>
-__device__ __forceinline__ void region_scatter(View t, u64 rb, u32 shift, u32 bins, const K* keys,
-                                               const V* values, const View::raw* words_in, u64 n,
-                                               const u32* seg_off, const u32* block_counts, u32* cursor,
+__device__ __forceinline__ void region_scatter(View t, u32 shift, u32 bins, const K* keys, const V* values,
+                                               const View::raw* words_in, u64 n, const u32* seg_off, u32* cursor,
                                                View::raw* words_out, View::raw* deferred) {
     typedef View::raw raw;
     extern __shared__ __align__(16) unsigned char part_smem[];
-    raw* s_word = (raw*)part_smem;                               // PART_TILE
-    u32* s_next = (u32*)(s_word + PART_TILE);                    // bins: where the block's next key of a bin goes
-    u32* s_tile = s_next + bins;                                 // bins: keys of a bin in the tile, then offsets
-    unsigned short* s_bin = (unsigned short*)(s_tile + bins);    // PART_TILE
+    K* in_keys = (K*)part_smem;                                    // pass 1: PART_TILE keys,
+    V* in_values = (V*)(part_smem + PART_TILE * sizeof(K));        //         then their values;
+    raw* in_words = (raw*)part_smem;                               // pass 2: PART_TILE words
+    raw* s_word = (raw*)(part_smem + PART_IN_BYTES);               // PART_TILE, grouped by bin
+    u32* s_tile = (u32*)(s_word + PART_TILE);                      // bins: keys of a bin in the tile, then offsets
+    u32* s_base = s_tile + bins;                                   // bins: where the tile's run of a bin goes
+    unsigned short* s_bin = (unsigned short*)(s_base + bins);      // PART_TILE
     const u32 lane = threadIdx.x & 31;
     const u32 NONE = 0xffffffffu;
 
+    // This block's slice: the whole batch in pass 1, part of pass-1 bin
+    // blockIdx.y in pass 2.
     u64 lo, hi;
-    block_slice<FIRST>(n, seg_off, &lo, &hi);
-    // This block's range of every bin: one global atomic per nonzero bin.
-    const u64 block = (u64)blockIdx.y * gridDim.x + blockIdx.x;
-    for (u32 b = threadIdx.x; b < bins; b += blockDim.x) {
-        const u32 c = block_counts[block * bins + b];
-        s_next[b] = c ? atomicAdd(&cursor[(u64)blockIdx.y * bins + b], c) : 0;
-    }
+    part_range(FIRST ? 0 : seg_off[blockIdx.y], FIRST ? n : seg_off[blockIdx.y + 1], blockIdx.x, gridDim.x, &lo, &hi);
+    auto fetch = [&](u64 tile) {  // the tile's input into shared memory, asynchronously
+        const u32 len = (u32)min((u64)PART_TILE, hi - tile);
+        for (u32 j = threadIdx.x; j < len; j += blockDim.x) {
+            if (FIRST) {
+                copy_async<sizeof(K)>(&in_keys[j], &keys[tile + j]);
+                copy_async<sizeof(V)>(&in_values[j], &values[tile + j]);
+            } else {
+                copy_async<sizeof(raw)>(&in_words[j], &words_in[tile + j]);
+            }
+        }
+    };
+    if (lo < hi) fetch(lo);
     for (u64 tile = lo; tile < hi; tile += PART_TILE) {
         const u32 len = (u32)min((u64)PART_TILE, hi - tile);
         for (u32 b = threadIdx.x; b < bins; b += blockDim.x) s_tile[b] = 0;
+        copy_async_wait();
         __syncthreads();
         // Each thread's keys of the tile, with their bin and rank in the bin
         // packed as bin << 16 | rank (bins <= 4096, ranks < PART_TILE).
-        raw word[PART_ITEMS];
         u32 place[PART_ITEMS];
 #pragma unroll
         for (u32 k = 0; k < PART_ITEMS; ++k) {
@@ -549,11 +584,11 @@ __device__ __forceinline__ void region_scatter(View t, u64 rb, u32 shift, u32 bi
             place[k] = NONE;
             bool defer = false;
             if (j < len) {
-                const u64 i = tile + j;
-                const u64 r = region_of<FIRST>(t, rb, keys, words_in, i, &defer);
-                word[k] = FIRST ? View::W::pack((u64)keys[i], gh::to_bits<V>(values[i])) : words_in[i];
+                const u64 key = FIRST ? (u64)in_keys[j] : View::W::key(in_words[j]);
+                defer = FIRST && View::special_index((K)key) >= 0;
                 if (!defer) {
-                    const u32 b = digit<FIRST>(r, shift);
+                    const u32 r = region_of(t, key);
+                    const u32 b = FIRST ? r >> shift : r & ((1u << shift) - 1);
                     place[k] = b << 16 | atomicAdd(&s_tile[b], 1u);
                 }
             }
@@ -565,30 +600,35 @@ __device__ __forceinline__ void region_scatter(View t, u64 rb, u32 shift, u32 bi
                     u64 at = 0;
                     if (lane == leader) at = atomicAdd(&t.meta->counters[2], (u64)__popc(mask));
                     at = __shfl_sync(0xffffffffu, at, leader);
-                    if (defer) deferred[at + __popc(mask & ((1u << lane) - 1))] = word[k];
+                    if (defer)
+                        deferred[at + __popc(mask & ((1u << lane) - 1))] =
+                            View::W::pack((u64)in_keys[j], gh::to_bits<V>(in_values[j]));
                 }
             }
         }
         __syncthreads();
+        // The tile's range of every bin: one global atomic per nonzero bin.
+        for (u32 b = threadIdx.x; b < bins; b += blockDim.x) {
+            const u32 c = s_tile[b];
+            s_base[b] = c ? atomicAdd(&cursor[(u64)blockIdx.y * bins + b], c) : 0;
+        }
         const u32 binned = block_exclusive_scan(s_tile, bins);  // s_tile: offset of each bin in the tile
         // Group the tile by bin in shared memory ...
 #pragma unroll
         for (u32 k = 0; k < PART_ITEMS; ++k) {
             if (place[k] == NONE) continue;
+            const u32 i = k * blockDim.x + threadIdx.x;
             const u32 b = place[k] >> 16, j = s_tile[b] + (place[k] & 0xffffu);
-            s_word[j] = word[k];
+            s_word[j] = FIRST ? View::W::pack((u64)in_keys[i], gh::to_bits<V>(in_values[i])) : in_words[i];
             s_bin[j] = (unsigned short)b;
         }
         __syncthreads();
-        // ... and write it out: consecutive threads, consecutive addresses within a bin.
+        // ... fetch the next tile into the input area, now free, while this
+        // one is written out: consecutive threads, consecutive addresses within a bin.
+        if (tile + PART_TILE < hi) fetch(tile + PART_TILE);
         for (u32 j = threadIdx.x; j < binned; j += blockDim.x) {
             const u32 b = s_bin[j];
-            words_out[s_next[b] + (j - s_tile[b])] = s_word[j];
-        }
-        __syncthreads();
-        for (u32 b = threadIdx.x; b < bins; b += blockDim.x) {
-            const u32 end = b + 1 < bins ? s_tile[b + 1] : binned;
-            s_next[b] += end - s_tile[b];
+            words_out[s_base[b] + (j - s_tile[b])] = s_word[j];
         }
         __syncthreads();
     }
@@ -596,20 +636,18 @@ __device__ __forceinline__ void region_scatter(View t, u64 rb, u32 shift, u32 bi
 
 // Pass 1: the batch into bins by `region >> shift` (by region when shift is
 // 0); out-of-band keys go to the deferred list.
-extern "C" __global__ void __launch_bounds__(GH_PART_THREADS, 2)
-    gh_region_scatter1(View t, const K* keys, const V* values, u64 n, u64 rb, u32 shift, u32 bins,
-                       const u32* block_counts, u32* cursor, View::raw* words_out, View::raw* deferred) {
-    region_scatter<true>(t, rb, shift, bins, keys, values, nullptr, n, nullptr, block_counts, cursor, words_out,
-                         deferred);
+extern "C" __global__ void __launch_bounds__(GH_PART_THREADS, 3)
+    gh_region_scatter1(View t, const K* keys, const V* values, u64 n, u32 shift, u32 bins, u32* cursor,
+                       View::raw* words_out, View::raw* deferred) {
+    region_scatter<true>(t, shift, bins, keys, values, nullptr, n, nullptr, cursor, words_out, deferred);
 }
 
 // Pass 2: each pass-1 segment into bins by `region & (2^shift - 1)`: the
 // output is packed by region.
-extern "C" __global__ void __launch_bounds__(GH_PART_THREADS, 2)
-    gh_region_scatter2(View t, const View::raw* words_in, u64 rb, u32 shift, const u32* seg_off,
-                       const u32* block_counts, u32* cursor, View::raw* words_out) {
-    region_scatter<false>(t, rb, shift, 1u << shift, nullptr, nullptr, words_in, 0, seg_off, block_counts, cursor,
-                          words_out, nullptr);
+extern "C" __global__ void __launch_bounds__(GH_PART_THREADS, 3)
+    gh_region_scatter2(View t, const View::raw* words_in, u32 shift, const u32* seg_off, u32* cursor,
+                       View::raw* words_out) {
+    region_scatter<false>(t, shift, 1u << shift, nullptr, nullptr, words_in, 0, seg_off, cursor, words_out, nullptr);
 }
 
 // The key field of a slot in shared memory, read once (other threads of the
@@ -621,44 +659,14 @@ __device__ __forceinline__ u64 shared_key(const View::raw* p) {
 
 // Shared memory of the build: the region, then one counter per bucket
 // (72 KiB: three blocks an SM).
-constexpr u32 BUILD_BUCKETS = 2048;  // REGION_BUCKETS in region.rs
 // Keys of an empty-region build that may run past the region's end (each
-// region's list is BUILD_SPILL words of scratch, SPILL_WORDS in region.rs).
+// region's list is BUILD_SPILL words of scratch, SPILL_BYTES in region.rs).
 constexpr u32 BUILD_SPILL = 2048 / View::WORD_BYTES;
 // Keys of one bucket above which the placement below is not tried (its
-// duplicate check looks at the bucket's keys one by one).
+// duplicate check compares the bucket's keys pairwise).
 constexpr u32 BUILD_RUN = 64;
 // Below every term of the run-start maximum (those are above -2^17).
 constexpr int NO_RUN = -(1 << 30);
-
-// Exclusive prefix maximum of every thread's x over the block (`lowest` in
-// thread 0). All threads call it; scratch is 32 shared ints.
-__device__ __forceinline__ int block_max_exclusive(int x, int* scratch, int lowest) {
-    const u32 lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    int incl = x;  // inclusive within the warp
-#pragma unroll
-    for (int o = 1; o < 32; o <<= 1) {
-        const int y = __shfl_up_sync(0xffffffffu, incl, o);
-        if (lane >= (u32)o) incl = max(incl, y);
-    }
-    if (lane == 31) scratch[warp] = incl;
-    __syncthreads();
-    if (warp == 0) {
-        int w = lane < (blockDim.x >> 5) ? scratch[lane] : lowest;
-#pragma unroll
-        for (int o = 1; o < 32; o <<= 1) {
-            const int y = __shfl_up_sync(0xffffffffu, w, o);
-            if (lane >= (u32)o) w = max(w, y);
-        }
-        scratch[lane] = w;  // inclusive maxima of the warps
-    }
-    __syncthreads();
-    int excl = __shfl_up_sync(0xffffffffu, incl, 1);
-    if (lane == 0) excl = lowest;
-    if (warp) excl = max(excl, scratch[warp - 1]);
-    __syncthreads();  // scratch is reused by the next call
-    return excl;
-}
 
 // Placement of a bin into an EMPTY region without atomics on slots. In a
 // region with no key yet, linear probing's first-EMPTY rule puts a bin's keys,
@@ -671,41 +679,86 @@ __device__ __forceinline__ int block_max_exclusive(int x, int* scratch, int lowe
 // as usual. It is not taken where the plain rules must decide: a key
 // repeated in the bin, a bucket of more than BUILD_RUN keys, a key past the
 // probe limit, or more keys running past the region's end than the spill
-// list holds. Keys whose slot lies past the region's end go to the region's
-// spill list for gh_region_spill, which continues their runs in the next
-// region.
+// list holds. Positions past the region's end are one run (runs only grow
+// toward the end), so a key placed at slots + o is spill entry o, in run
+// order, for gh_region_spill, which continues that run in the next region.
+
+// Words of the bin a thread loads before it works on them: a loop that
+// loaded one per step would wait a full memory latency each time (fewer
+// 16-byte words, or the build's registers spill).
+constexpr u32 BUILD_BATCH = View::WORD_BYTES == 8 ? 4 : 2;
+
+// Calls f(word) for every word of words[begin, end) this thread takes, the
+// loads of each batch issued together.
+template <typename F>
+__device__ __forceinline__ void for_bin(const View::raw* words, u32 begin, u32 end, F f) {
+    for (u32 j0 = begin + threadIdx.x; j0 < end; j0 += BUILD_BATCH * blockDim.x) {
+        View::raw w[BUILD_BATCH];
+#pragma unroll
+        for (u32 u = 0; u < BUILD_BATCH; ++u)
+            if (j0 + u * blockDim.x < end) w[u] = words[j0 + u * blockDim.x];
+#pragma unroll
+        for (u32 u = 0; u < BUILD_BATCH; ++u)
+            if (j0 + u * blockDim.x < end) f(w[u]);
+    }
+}
 
 // Step 1: the keys of the bin per home bucket, in cnt (zeroed by the
 // caller); false if a bucket has too many.
-__device__ __forceinline__ bool count_bin(const View& t, u32* cnt, u64 first, const View::raw* words, u64 begin,
-                                          u64 end) {
+__device__ __forceinline__ bool count_bin(const View& t, u32* cnt, u64 first, const View::raw* words, u32 begin,
+                                          u32 end) {
     bool bad = false;
-    for (u64 j = begin + threadIdx.x; j < end; j += blockDim.x) {
-        const u64 h = t.home(View::W::key(words[j])) - first;
+    for_bin(words, begin, end, [&](const View::raw& w) {
+        const u32 h = (u32)(t.home(View::W::key(w)) - first);
         bad |= atomicAdd(&cnt[h], 1u) >= BUILD_RUN;
-    }
+    });
     return !bad;
+}
+
+// Whether two keys of a bucket's run [start, start + c) are equal; the run
+// lies in the shared `region` below `slots`, then in the spill list. Runs of
+// up to 8 keys (nearly all) are compared in registers, all loads at once.
+__device__ __forceinline__ bool repeated_in_run(const View::raw* region, const View::raw* spill, u32 slots, u32 start,
+                                                u32 c) {
+    auto key_at = [&](u32 p) { return View::W::key(p < slots ? region[p] : spill[p - slots]); };
+    if (c < 2) return false;
+    bool bad = false;
+    if (c <= 8) {
+        u64 k[8];
+#pragma unroll
+        for (u32 a = 0; a < 8; ++a) k[a] = a < c ? key_at(start + a) : 0;
+#pragma unroll
+        for (u32 a = 0; a < 8; ++a)
+#pragma unroll
+            for (u32 b = a + 1; b < 8; ++b) bad |= b < c && k[a] == k[b];
+        return bad;
+    }
+    for (u32 a = start; a + 1 < start + c && !bad; ++a) {
+        const u64 k = key_at(a);
+        for (u32 b = a + 1; b < start + c && !bad; ++b) bad = k == key_at(b);
+    }
+    return bad;
 }
 
 // Steps 2-4 into the EMPTY shared `region`, after count_bin; false (with
 // the region EMPTY again) where the plain rules must decide. Spilled keys
 // go to `spill`, their count to *spilled_out; *placed is the keys placed
 // (summed over the block's threads).
-__device__ bool place_counted(const View& t, View::raw* region, u32* cnt, View::raw* spill, u64 first, u64 nb,
-                              const View::raw* words, u64 begin, u64 end, u32* spilled_out, u64* placed) {
+__device__ bool place_counted(const View& t, View::raw* region, u32* cnt, View::raw* spill, u64 first, u32 nb,
+                              const View::raw* words, u32 begin, u32 end, u32* spilled_out, u64* placed) {
     typedef View::raw raw;
     typedef View::W W;
     constexpr u32 S = View::SLOTS;
     __shared__ u32 s_spilled;
     __shared__ u32 warp_sums[32];
-    const u64 slots = nb * S;
+    const u32 slots = nb * S;
     // 2. First slot of each bucket's keys: with c_h keys in bucket h and s_h
     //    keys in the buckets before it, run starts obey
     //    start_h = s_h + max over nonempty h' <= h of (h' * S - s_h').
     //    cnt[h] becomes start_h << 16, the low half counting the keys placed.
     //    (Both fit: start_h < slots + keys <= 2 * slots + BUILD_SPILL.)
-    const u32 per = (u32)((nb + blockDim.x - 1) / blockDim.x);  // consecutive buckets per thread
-    const u32 lo = min((u32)nb, threadIdx.x * per), hi = min((u32)nb, lo + per);
+    const u32 per = (nb + blockDim.x - 1) / blockDim.x;  // consecutive buckets per thread
+    const u32 lo = min(nb, threadIdx.x * per), hi = min(nb, lo + per);
     u32 own = 0;
     for (u32 h = lo; h < hi; ++h) own += cnt[h];
     if (threadIdx.x == 0) s_spilled = 0;
@@ -724,90 +777,68 @@ __device__ bool place_counted(const View& t, View::raw* region, u32* cnt, View::
         run += c;
     }
     __syncthreads();
-    // 3. Every key takes its bucket's next slot; past the region's end, the spill list.
-    for (u64 j = begin + threadIdx.x; j < end; j += blockDim.x) {
-        const raw w = words[j];
-        const u32 v = atomicAdd(&cnt[t.home(W::key(w)) - first], 1u);
+    // 3. Every key takes its bucket's next slot, within its probe limit;
+    //    past the region's end, the spill entry at the same offset.
+    bool bad = false;
+    for_bin(words, begin, end, [&](const raw& w) {
+        const u32 h = (u32)(t.home(W::key(w)) - first);
+        const u32 v = atomicAdd(&cnt[h], 1u);
         const u32 at = (v >> 16) + (v & 0xffffu);
         if (at < slots) {
             region[at] = w;
+            bad |= at / S - h >= t.limit;
+        } else if (at - slots < BUILD_SPILL) {
+            spill[at - slots] = w;
+            atomicMax(&s_spilled, at - slots + 1);
         } else {
-            const u32 o = atomicAdd(&s_spilled, 1u);
-            if (o < BUILD_SPILL) spill[o] = w;
+            bad = true;
         }
-    }
-    __syncthreads();
-    const u32 spilled = s_spilled;
-    bool bad = spilled > BUILD_SPILL;
-    // 4. Checks, one thread per slot: within its probe limit, and no earlier
-    //    key of its bucket's run equal. Spilled keys look for their twins in
-    //    the region part of their run and among the spills before them.
-    for (u64 x = threadIdx.x; x < slots + spilled && !bad; x += blockDim.x) {
-        const bool in = x < slots;
-        const u64 k = W::key(in ? region[x] : spill[x - slots]);
-        if (k == W::EMPTY_KEY) continue;
-        const u64 h = t.home(k) - first;
-        if (in && x / S - h >= t.limit) bad = true;
-        for (u64 y = cnt[h] >> 16, stop = in ? x : slots; y < stop && !bad; ++y) bad = W::key(region[y]) == k;
-        for (u64 o = 0; !in && o < x - slots && !bad; ++o) bad = W::key(spill[o]) == k;
-    }
+    });
+    // 4. No key twice: copies of a key share a home bucket, so each thread
+    //    compares the keys of its buckets' runs pairwise (cnt[h] now holds
+    //    start_h << 16 | c_h).
+    bad = __syncthreads_or(bad);
+    for (u32 h = lo; h < hi && !bad; ++h) bad = repeated_in_run(region, spill, slots, cnt[h] >> 16, cnt[h] & 0xffffu);
     if (__syncthreads_or(bad)) {
         const raw e = W::empty();
-        for (u64 x = threadIdx.x; x < slots; x += blockDim.x) region[x] = e;
+        for (u32 x = threadIdx.x; x < slots; x += blockDim.x) region[x] = e;
         __syncthreads();
         return false;
     }
+    const u32 spilled = s_spilled;
     if (threadIdx.x == 0) *spilled_out = spilled;
     *placed = threadIdx.x == 0 ? end - begin - spilled : 0;
     return true;
 }
 
-// 16 bytes from global to shared memory without passing through registers
-// (cp.async): the region streams in while the block counts its bin.
-// -DGH_REGION_SYNC_LOAD loads it before counting instead: compute-sanitizer's
-// racecheck (CUDA 13.0) stops these copies with a misaligned-address error
-// that neither plain runs nor memcheck show, so racecheck runs build with it.
-__device__ __forceinline__ void copy16_async(ulonglong2* to_shared, const ulonglong2* from_global) {
-#ifdef GH_REGION_SYNC_LOAD
-    *to_shared = __ldcg(from_global);
-#else
-    const unsigned to = (unsigned)__cvta_generic_to_shared(to_shared);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(to), "l"(from_global) : "memory");
-#endif
-}
-__device__ __forceinline__ void copy16_wait_all() {
-#ifndef GH_REGION_SYNC_LOAD
-    asm volatile("cp.async.wait_all;\n" ::: "memory");
-#endif
-}
-
 // One block per region: region r's pairs are words[offsets[r] .. offsets[r + 1]).
 // Keys of an empty region's runs that pass its end go to spills[r *
 // BUILD_SPILL ..], their count to spill_count[r]; keys the plain rules
-// settle nowhere in the region go to `deferred`.
+// settle nowhere in the region go to `deferred`. `try_count` is 0 where the
+// host knows few regions are EMPTY: counting would be wasted.
 extern "C" __global__ void __launch_bounds__(GH_PART_THREADS, 3)
-    gh_region_build(View t, u64 rb, const u32* offsets, const View::raw* words, View::raw* spills,
-                    u32* spill_count, View::raw* deferred, u32 mode, u32 op) {
+    gh_region_build(View t, const u32* offsets, const View::raw* words, View::raw* spills, u32* spill_count,
+                    View::raw* deferred, u32 mode, u32 op, u32 try_count) {
     typedef View::raw raw;
     typedef View::W W;
     extern __shared__ __align__(16) unsigned char smem[];
     raw* region = (raw*)smem;
     u32* cnt = (u32*)(region + BUILD_BUCKETS * View::SLOTS);
-    const u64 r = blockIdx.x, first = r * rb;
-    const u64 nb = min(rb, t.buckets - first);
+    const u64 r = blockIdx.x, first = r * BUILD_BUCKETS;
+    const u32 nb = (u32)min((u64)BUILD_BUCKETS, t.buckets - first);
     ulonglong2* global16 = (ulonglong2*)(t.slots + first * View::SLOTS);
     ulonglong2* shared16 = (ulonglong2*)region;
-    const u64 words16 = nb * (GH_BUCKET_BYTES / 16);
-    for (u64 j = threadIdx.x; j < words16; j += blockDim.x) copy16_async(shared16 + j, global16 + j);
-    const u64 begin = offsets[r], end = offsets[r + 1];
+    const u32 words16 = nb * (GH_BUCKET_BYTES / 16);
+    for (u32 j = threadIdx.x; j < words16; j += blockDim.x) copy_async<16>(shared16 + j, global16 + j);
+    const u32 begin = offsets[r], end = offsets[r + 1];
     // Count the bin by bucket while the region arrives (wasted if it is not EMPTY).
-    const bool fits = rb <= BUILD_BUCKETS && end - begin <= nb * View::SLOTS + BUILD_SPILL;
+    const bool fits = try_count && end - begin <= nb * View::SLOTS + BUILD_SPILL;
     for (u32 b = threadIdx.x; b < nb; b += blockDim.x) cnt[b] = 0;
     __syncthreads();
     const bool counted = fits && count_bin(t, cnt, first, words, begin, end);
-    copy16_wait_all();
+    copy_async_wait();
     bool used = false;  // a slot of the region is not EMPTY (EMPTY is all ones)
-    for (u64 j = threadIdx.x; j < words16; j += blockDim.x) {
+    for (u32 j = threadIdx.x; j < words16; j += blockDim.x) {
         const ulonglong2 v = shared16[j];  // copied by this thread
         used |= (v.x & v.y) != ~0ull;
     }
@@ -820,7 +851,7 @@ extern "C" __global__ void __launch_bounds__(GH_PART_THREADS, 3)
                         &ins))) {
         // The plain rules with shared-memory atomics.
         if (threadIdx.x == 0) spill_count[r] = 0;
-        for (u64 j = begin + threadIdx.x; j < end; j += blockDim.x) {
+        for (u32 j = begin + threadIdx.x; j < end; j += blockDim.x) {
             const raw desired = words[j];
             const u64 k = W::key(desired);
             const V value = gh::from_bits<V>(W::value(desired));
@@ -850,7 +881,7 @@ extern "C" __global__ void __launch_bounds__(GH_PART_THREADS, 3)
         }
     }
     __syncthreads();
-    for (u64 j = threadIdx.x; j < words16; j += blockDim.x) __stcg(global16 + j, shared16[j]);
+    for (u32 j = threadIdx.x; j < words16; j += blockDim.x) __stcg(global16 + j, shared16[j]);
     block_add(&t.meta->counters[0], ins);
     block_add(&t.meta->counters[1], ex);
 }
@@ -862,7 +893,7 @@ extern "C" __global__ void __launch_bounds__(GH_PART_THREADS, 3)
 // it, and keys for which region r has no EMPTY slot left go to the plain
 // kernel (`deferred`): it fails the first kind and carries the others on.
 extern "C" __global__ void __launch_bounds__(GH_PART_THREADS)
-    gh_region_spill(View t, u64 rb, u64 regions, const u32* spill_count, const View::raw* spills,
+    gh_region_spill(View t, u64 regions, const u32* spill_count, const View::raw* spills,
                     View::raw* deferred) {
     typedef View::raw raw;
     typedef View::W W;
@@ -870,7 +901,7 @@ extern "C" __global__ void __launch_bounds__(GH_PART_THREADS)
     const u32 m = spill_count[p];
     if (m == 0) return;  // the whole block
     const raw* in = spills + p * BUILD_SPILL;
-    const u64 first = r * rb, slots = min(rb, t.buckets - first) * View::SLOTS;
+    const u64 first = r * BUILD_BUCKETS, slots = min((u64)BUILD_BUCKETS, t.buckets - first) * View::SLOTS;
     raw* base = t.slots + first * View::SLOTS;
     __shared__ u32 warp_sums[32];
     __shared__ u32 s_stop;

@@ -318,10 +318,25 @@ impl<K: Key, V: Value> CudaTable<K, V> {
 
     fn insert_raw(&mut self, keys: &CudaView<'_, K>, values: &CudaView<'_, V>, mode: InsertMode) -> Result<RawInsert> {
         let n = keys.len() as u64;
-        if self.kernels.region.is_some() && region::worth_it(n, self.live, self.config.slots, self.probe.buckets) {
-            return self.insert_regions(keys, values, mode);
+        let chunk = self.kernels.region.as_ref().and_then(|_| {
+            region::chunk_len(n, mode, self.live, self.config.slots, self.probe.buckets)
+        });
+        let Some(chunk) = chunk else {
+            return self.insert_plain(keys, values, mode);
+        };
+        // One region build per chunk; failed positions are the batch's.
+        let mut out = RawInsert::default();
+        let mut at = 0u64;
+        while at < n {
+            let end = (at + chunk).min(n);
+            let (k, v) = (keys.slice(at as usize..end as usize), values.slice(at as usize..end as usize));
+            let part = self.insert_regions(&k, &v, mode)?;
+            out.inserted += part.inserted;
+            out.existing += part.existing;
+            out.failed.extend(part.failed.into_iter().map(|p| p + at as usize));
+            at = end;
         }
-        self.insert_plain(keys, values, mode)
+        Ok(out)
     }
 
     /// One thread per key, each claiming its slot with a CAS in device memory.

@@ -10,12 +10,13 @@
 //! next one (`kernels/bulk.cu`, "region build").
 //!
 //! The sort is a radix partition of the region index in one pass (up to 256
-//! regions) or two (high digit, then low digit within each high bin), each
-//! pass a per-block histogram, a prefix sum and a scatter that reserves one
-//! range per block and bin and writes runs from a shared-memory grouping:
-//! a few global atomics per block instead of one per key, and bins packed
-//! exactly (region r's pairs at `offsets[r]..offsets[r + 1]`), so no key is
-//! deferred for lack of room.
+//! regions) or two (high digit, then low digit within each high bin). One
+//! histogram of the regions and its prefix sum serve both passes, so bins
+//! are packed exactly (region r's pairs at `offsets[r]..offsets[r + 1]`)
+//! and no key is deferred for lack of room. Each pass is one scatter that
+//! ranks a tile of keys by bin in shared memory, reserves the tile's range
+//! of each bin (a global atomic per bin and tile, not per key) and writes
+//! runs from a shared-memory grouping while the next tile streams in.
 //!
 //! **Building a region.** A block loads its region (streaming it into shared
 //! memory while it counts its bin's keys per home bucket). If the region is
@@ -41,7 +42,9 @@
 //!
 //! **When it runs.** A batch of at least a sixteenth of the table's slots,
 //! into a table of two regions or more, that leaves the table at most 96%
-//! full (see [`worth_it`] for the figures). If the scratch cannot be
+//! full; insert-or-apply batches, which mostly repeat keys, whenever the
+//! table is at most 96% full before, in chunks of up to max(slots, 2^24)
+//! keys (see [`chunk_len`] for the figures). If the scratch cannot be
 //! allocated, the batch takes the plain kernel. `GPUHASH_REGION_BUILD=0`
 //! turns the region build off, `=1` takes it for every batch that suits it
 //! whatever the load (the tests use that to reach it at every load).
@@ -77,9 +80,12 @@ const THREADS: u32 = 512;
 const ONE_PASS_REGIONS: u64 = 256;
 /// Most regions: bins of a pass (at most 2^12) are u16 in the kernels.
 const MAX_REGIONS: u64 = 1 << 24;
-/// Partition blocks per SM (two are resident at a time; equal slices, so
-/// more blocks only shorten the tail).
-const PART_BLOCKS_PER_SM: u64 = 4;
+/// Partition blocks per SM: as many as are resident at a time (equal
+/// slices, so one wave).
+const PART_BLOCKS_PER_SM: u64 = 3;
+/// Most regions the histogram counts in shared memory (128 KiB); larger
+/// tables count with a global atomic per key.
+const LOCAL_HIST_REGIONS: u64 = 1 << 15;
 /// Batches smaller than this share of the table's slots take the plain
 /// kernel: a region build moves the whole table twice whatever the batch.
 const MIN_BATCH_SHARE: u64 = 16;
@@ -89,10 +95,11 @@ fn tile(word_bytes: usize) -> u64 {
     THREADS as u64 * if word_bytes == 8 { 8 } else { 4 }
 }
 
-/// Dynamic shared memory of a scatter block: the staged tile (word and
-/// u16 bin per key) and two u32 counters per bin.
+/// Dynamic shared memory of a scatter block: the tile as read (a word's
+/// worth per key), the tile grouped by bin (word and u16 bin per key) and
+/// two u32 counters per bin.
 fn scatter_shared_bytes(word_bytes: usize) -> impl Fn(u64) -> u32 {
-    move |bins| (tile(word_bytes) * (word_bytes as u64 + 2) + 8 * bins) as u32
+    move |bins| (tile(word_bytes) * (2 * word_bytes as u64 + 2) + 8 * bins) as u32
 }
 
 /// Dynamic shared memory of a build block: the region and a u32 counter per
@@ -103,8 +110,7 @@ const SPILL_BYTES: u64 = 2048;
 
 /// The region kernels of a module (present in linear-scheme modules only).
 pub(crate) struct RegionKernels {
-    hist1: CudaFunction,
-    hist2: CudaFunction,
+    hist: CudaFunction,
     scan: CudaFunction,
     scatter1: CudaFunction,
     scatter2: CudaFunction,
@@ -114,29 +120,23 @@ pub(crate) struct RegionKernels {
 
 impl RegionKernels {
     pub(crate) fn load(module: &Arc<CudaModule>) -> std::result::Result<Option<Self>, DriverError> {
-        let names = [
-            "gh_region_hist1",
-            "gh_region_hist2",
-            "gh_region_scan",
-            "gh_region_scatter1",
-            "gh_region_scatter2",
-            "gh_region_spill",
-        ];
+        let names = ["gh_region_hist", "gh_region_scan", "gh_region_scatter1", "gh_region_scatter2", "gh_region_spill"];
         let Ok(build) = module.load_function("gh_region_build") else {
             return Ok(None);
         };
-        let [hist1, hist2, scan, scatter1, scatter2, spill] = names.map(|n| module.load_function(n));
-        let (hist1, hist2, scan, scatter1, scatter2, spill) = (hist1?, hist2?, scan?, scatter1?, scatter2?, spill?);
-        // A region, and a scatter tile with the most bins, exceed the default
-        // 48 KiB of shared memory a launch may use.
+        let [hist, scan, scatter1, scatter2, spill] = names.map(|n| module.load_function(n));
+        let (hist, scan, scatter1, scatter2, spill) = (hist?, scan?, scatter1?, scatter2?, spill?);
+        // A region, a scatter tile and the histogram of 2^14 regions or more
+        // exceed the default 48 KiB of shared memory a launch may use.
         let max = CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES;
         build.set_attribute(max, BUILD_SHARED_BYTES as i32)?;
+        hist.set_attribute(max, 4 * LOCAL_HIST_REGIONS as i32)?;
         let most_bins = 1u64 << MAX_REGIONS.ilog2().div_ceil(2);
         let most = scatter_shared_bytes(8)(most_bins).max(scatter_shared_bytes(16)(most_bins));
         for f in [&scatter1, &scatter2] {
             f.set_attribute(max, most as i32)?;
         }
-        Ok(Some(RegionKernels { hist1, hist2, scan, scatter1, scatter2, build, spill }))
+        Ok(Some(RegionKernels { hist, scan, scatter1, scatter2, build, spill }))
     }
 }
 
@@ -177,10 +177,14 @@ impl Plan {
         self.shift > 0
     }
 
-    /// Entries of the per-block counts (the larger pass).
-    fn block_counts(&self) -> u64 {
-        let second = if self.two_pass() { (self.parts2 * self.bins1) << self.shift } else { 0 };
-        (self.parts1 * self.bins1).max(second)
+    /// Whether the histogram counts in shared memory, its bytes there, and
+    /// its blocks: as many as fit the SMs at once (64 KiB, 2^14 regions,
+    /// leave room for three a SM), since each adds one atomic per region.
+    fn hist(&self, sms: u64) -> (bool, u32, u64) {
+        let local = self.regions <= LOCAL_HIST_REGIONS;
+        let bytes = if local { 4 * self.regions } else { 0 };
+        let per_sm = if bytes <= 64 << 10 { PART_BLOCKS_PER_SM } else { 1 };
+        (local, bytes as u32, (sms * per_sm).clamp(1, self.parts1))
     }
 }
 
@@ -196,12 +200,13 @@ pub(crate) struct RegionScratch {
     /// Each region's spill list (`SPILL_BYTES`) and its length.
     spills: Option<CudaSlice<u8>>,
     spill_count: Option<CudaSlice<u32>>,
+    /// Keys per region.
     counts: Option<CudaSlice<u32>>,
-    block_counts: Option<CudaSlice<u32>>,
-    /// Pass-1 bin offsets, region offsets, and the scatter cursors.
-    seg_off: Option<CudaSlice<u32>>,
+    /// Region offsets and their scatter cursors; the same for pass-1 bins.
     offsets: Option<CudaSlice<u32>>,
     cursor: Option<CudaSlice<u32>>,
+    seg_off: Option<CudaSlice<u32>>,
+    cursor1: Option<CudaSlice<u32>>,
 }
 
 impl RegionScratch {
@@ -210,25 +215,24 @@ impl RegionScratch {
             s.as_ref().map_or(0, |s| s.len() * std::mem::size_of::<T>())
         }
         b(&self.words) + b(&self.mid_words) + b(&self.deferred) + b(&self.spills) + b(&self.spill_count) + b(&self.counts)
-            + b(&self.block_counts) + b(&self.seg_off) + b(&self.offsets) + b(&self.cursor)
+            + b(&self.offsets) + b(&self.cursor) + b(&self.seg_off) + b(&self.cursor1)
     }
 
     /// Grows every buffer to what a batch of `n` keys of `word` bytes and `plan` needs.
     fn reserve(&mut self, stream: &Arc<CudaStream>, n: u64, word: usize, plan: &Plan) -> std::result::Result<(), DriverError> {
         let n = n as usize;
         let r = plan.regions as usize;
-        let most_bins = r.max(plan.bins1 as usize);
         ensure(stream, &mut self.words, n * word)?;
-        // Also the deferred pairs (keys then values, each at most half a word), so always there.
-        ensure(stream, &mut self.mid_words, n * word)?;
+        // Also the deferred pairs (keys, then values from a 16-byte boundary), so always there.
+        ensure(stream, &mut self.mid_words, n * word + 16)?;
         ensure(stream, &mut self.deferred, n * word)?;
         ensure(stream, &mut self.spills, r * SPILL_BYTES as usize)?;
         ensure(stream, &mut self.spill_count, r)?;
-        ensure(stream, &mut self.counts, (plan.bins1 << plan.shift) as usize)?;
-        ensure(stream, &mut self.block_counts, plan.block_counts() as usize)?;
-        ensure(stream, &mut self.seg_off, plan.bins1 as usize + 1)?;
+        ensure(stream, &mut self.counts, r)?;
         ensure(stream, &mut self.offsets, r + 1)?;
-        ensure(stream, &mut self.cursor, most_bins)
+        ensure(stream, &mut self.cursor, r)?;
+        ensure(stream, &mut self.seg_off, plan.bins1 as usize + 1)?;
+        ensure(stream, &mut self.cursor1, plan.bins1 as usize)
     }
 }
 
@@ -299,7 +303,7 @@ fn forced() -> Option<bool> {
     })
 }
 
-/// Whether a batch of `n` keys into a table of `slots` slots and `buckets`
+/// Whether a build of `n` keys into a table of `slots` slots and `buckets`
 /// buckets suits the region build.
 pub(crate) fn suits(n: u64, slots: u64, buckets: u64) -> bool {
     buckets >= 2 * REGION_BUCKETS
@@ -308,16 +312,32 @@ pub(crate) fn suits(n: u64, slots: u64, buckets: u64) -> bool {
         && n < u32::MAX as u64
 }
 
-/// Whether to take the region build for a batch of `n` keys into a table
-/// of `slots` slots and `buckets` buckets holding `live` keys: when it suits
-/// and the batch leaves the table at most 96% full (counting every key as
-/// new), unless `GPUHASH_REGION_BUILD` says otherwise. (Measured on an H200
-/// with 2^27 slots, into an empty table: 1.6x to 4.5x the plain kernel's rate
-/// for u32 pairs from load 0.5 to 0.95, 1.1x to 2.6x for u64 pairs from 0.5
-/// to 0.9; at 0.99 most regions overflow and defer keys to the plain kernel.)
-pub(crate) fn worth_it(n: u64, live: u64, slots: u64, buckets: u64) -> bool {
-    let by_load = (live as u128 + n as u128) * 100 <= slots as u128 * 96;
-    forced().unwrap_or(by_load) && suits(n, slots, buckets)
+/// Most keys one region build takes: larger batches are built in chunks of
+/// at most this many (or the table's slots, if more), which bounds the
+/// scratch memory (`3 * chunk * word` bytes).
+const MAX_CHUNK: u64 = 1 << 24;
+
+/// Whether to take the region build for a batch of `n` keys in `mode` into
+/// a table of `slots` slots and `buckets` buckets holding `live` keys, and
+/// if so the keys per build (`n` or less: a larger batch is built in equal
+/// chunks). Inserts take it when it suits and the batch leaves the table at
+/// most 96% full, counting every key as new. (Measured on an H200 with 2^27
+/// slots, into an empty table: 1.6x to 4.5x the plain kernel's rate for u32
+/// pairs from load 0.5 to 0.95, 1.1x to 2.6x for u64 pairs from 0.5 to 0.9;
+/// at 0.99 most regions overflow and defer keys to the plain kernel.)
+/// Insert-or-apply batches mostly repeat keys, so their final load is not
+/// known: they take it whenever the table is at most 96% full before, in
+/// chunks of up to max(slots, 2^24) keys. `GPUHASH_REGION_BUILD` overrides
+/// the load rules.
+pub(crate) fn chunk_len(n: u64, mode: InsertMode, live: u64, slots: u64, buckets: u64) -> Option<u64> {
+    let within = |keys: u64| (live as u128 + keys as u128) * 100 <= slots as u128 * 96;
+    let (by_load, cap) = match mode {
+        InsertMode::Apply(_) => (within(0), slots.max(MAX_CHUNK)),
+        _ => (within(n), u64::MAX),
+    };
+    let chunks = n.div_ceil(cap.min(u32::MAX as u64 - 1)).max(1);
+    let chunk = n.div_ceil(chunks);
+    (forced().unwrap_or(by_load) && suits(chunk, slots, buckets)).then_some(chunk)
 }
 
 /// `GPUHASH_REGION_TRACE=1`: events between the phases of a build, printed
@@ -377,9 +397,8 @@ impl<K: Key, V: Value> CudaTable<K, V> {
             return Err(Error::Unsupported("region build outside the linear scheme".into()));
         };
         let n = keys.len() as u64;
-        let rb = REGION_BUCKETS;
         let word = K::Word::<V>::BYTES;
-        let plan = Plan::new(n, self.probe.buckets.div_ceil(rb), self.sms, word, force_two_pass());
+        let plan = Plan::new(n, self.probe.buckets.div_ceil(REGION_BUCKETS), self.sms, word, force_two_pass());
         let stream = self.stream.clone();
         let ordinal = self.ctx.ordinal();
         let dev = move |err| super::driver_error(ordinal, err);
@@ -400,10 +419,10 @@ impl<K: Key, V: Value> CudaTable<K, V> {
         let mid_words = s.mid_words.as_mut().expect("reserved");
         let deferred = s.deferred.as_mut().expect("reserved");
         let counts = s.counts.as_mut().expect("reserved");
-        let block_counts = s.block_counts.as_mut().expect("reserved");
-        let seg_off = s.seg_off.as_mut().expect("reserved");
         let offsets = s.offsets.as_mut().expect("reserved");
         let cursor = s.cursor.as_mut().expect("reserved");
+        let seg_off = s.seg_off.as_mut().expect("reserved");
+        let cursor1 = s.cursor1.as_mut().expect("reserved");
         let spills = s.spills.as_mut().expect("reserved");
         let spill_count = s.spill_count.as_mut().expect("reserved");
 
@@ -414,52 +433,43 @@ impl<K: Key, V: Value> CudaTable<K, V> {
         };
         let scan_cfg = LaunchConfig { grid_dim: (1, 1, 1), block_dim: (1024, 1, 1), shared_mem_bytes: 0 };
 
+        // Keys per region, then the region offsets (and the pass-1 bin
+        // offsets among them): exact places for both passes.
+        let (regions, shift, bins1) = (plan.regions as u32, plan.shift, plan.bins1 as u32);
+        let r = plan.regions as usize;
+        stream.memset_zeros(&mut counts.slice_mut(0..r)).map_err(dev)?;
+        let (local, hist_shared, hist_blocks) = plan.hist(self.sms);
+        let local = local as u32;
+        let mut b = stream.launch_builder(&rk.hist);
+        b.arg(&view).arg(keys).arg(&n).arg(&regions).arg(&local).arg(&mut *counts);
+        // Safety: arguments match gh_region_hist; counts holds `regions`
+        // entries, and so does the shared histogram when local.
+        unsafe { b.launch(part(hist_blocks, 1, hist_shared)) }.map_err(dev)?;
+        let mut b = stream.launch_builder(&rk.scan);
+        b.arg(&*counts).arg(&regions).arg(&shift).arg(&mut *offsets).arg(&mut *cursor);
+        b.arg(&mut *seg_off).arg(&mut *cursor1);
+        // Safety: arguments match gh_region_scan; offsets hold regions + 1
+        // entries, the cursors regions, seg_off bins1 + 1 and cursor1 bins1
+        // (the last two written only with two passes).
+        unsafe { b.launch(scan_cfg) }.map_err(dev)?;
+        Trace::mark(&mut trace, &stream, "hist");
+
         // Pass 1: the batch by `region >> shift`, into `mid` (two passes) or
         // straight into the region bins (one pass).
-        let (shift, bins1) = (plan.shift, plan.bins1 as u32);
-        stream.memset_zeros(&mut counts.slice_mut(0..bins1 as usize)).map_err(dev)?;
-        let mut b = stream.launch_builder(&rk.hist1);
-        b.arg(&view).arg(keys).arg(&n).arg(&rb).arg(&shift).arg(&bins1).arg(&mut *block_counts).arg(&mut *counts);
-        // Safety: arguments match gh_region_hist1; block_counts holds parts1 *
-        // bins1 entries, counts bins1; the shared histogram is bins1 u32.
-        unsafe { b.launch(part(plan.parts1, 1, bins1 * 4)) }.map_err(dev)?;
-        let out1 = if plan.two_pass() { &mut *seg_off } else { &mut *offsets };
-        let bins1_len = plan.bins1;
-        let mut b = stream.launch_builder(&rk.scan);
-        b.arg(&*counts).arg(&bins1_len).arg(&mut *out1).arg(&mut *cursor);
-        // Safety: arguments match gh_region_scan; the offsets hold bins1 + 1
-        // entries, the cursors bins1.
-        unsafe { b.launch(scan_cfg) }.map_err(dev)?;
-        Trace::mark(&mut trace, &stream, "hist1");
-        let w1 = if plan.two_pass() { &mut *mid_words } else { &mut *words };
+        let (w1, c1) = if plan.two_pass() { (&mut *mid_words, &mut *cursor1) } else { (&mut *words, &mut *cursor) };
         let mut b = stream.launch_builder(&rk.scatter1);
-        b.arg(&view).arg(keys).arg(values).arg(&n).arg(&rb).arg(&shift).arg(&bins1).arg(&*block_counts);
-        b.arg(&mut *cursor).arg(&mut *w1).arg(&mut *deferred);
+        b.arg(&view).arg(keys).arg(values).arg(&n).arg(&shift).arg(&bins1).arg(&mut *c1);
+        b.arg(&mut *w1).arg(&mut *deferred);
         // Safety: arguments match gh_region_scatter1; the bins hold n words
-        // (the counts sum to at most n), the deferred list n words.
+        // (the counts sum to at most n), the deferred list n words, the
+        // cursors one per bin.
         unsafe { b.launch(part(plan.parts1, 1, scatter_shared_bytes(word)(plan.bins1))) }.map_err(dev)?;
         Trace::mark(&mut trace, &stream, "scatter1");
 
         if plan.two_pass() {
             // Pass 2: each pass-1 bin by `region & (2^shift - 1)`, into the region bins.
-            let r = plan.regions as usize;
-            stream.memset_zeros(&mut counts.slice_mut(0..(plan.bins1 << shift) as usize)).map_err(dev)?;
-            let mut b = stream.launch_builder(&rk.hist2);
-            b.arg(&view).arg(&*mid_words).arg(&rb).arg(&shift).arg(&*seg_off).arg(&mut *block_counts);
-            b.arg(&mut *counts);
-            // Safety: arguments match gh_region_hist2; block_counts holds
-            // parts2 * bins1 * 2^shift entries, counts bins1 * 2^shift.
-            unsafe { b.launch(part(plan.parts2, plan.bins1, 4 << shift)) }.map_err(dev)?;
-            let len = r as u64;
-            let mut b = stream.launch_builder(&rk.scan);
-            b.arg(&*counts).arg(&len).arg(&mut *offsets).arg(&mut *cursor);
-            // Safety: arguments match gh_region_scan; offsets hold regions + 1
-            // entries, the cursors regions.
-            unsafe { b.launch(scan_cfg) }.map_err(dev)?;
-            Trace::mark(&mut trace, &stream, "hist2");
             let mut b = stream.launch_builder(&rk.scatter2);
-            b.arg(&view).arg(&*mid_words).arg(&rb).arg(&shift).arg(&*seg_off).arg(&*block_counts);
-            b.arg(&mut *cursor).arg(&mut *words);
+            b.arg(&view).arg(&*mid_words).arg(&shift).arg(&*seg_off).arg(&mut *cursor).arg(&mut *words);
             // Safety: arguments match gh_region_scatter2; pass 1 filled
             // mid_words[..seg_off[bins1]], and the region bins hold as many.
             unsafe { b.launch(part(plan.parts2, plan.bins1, scatter_shared_bytes(word)(1 << shift))) }.map_err(dev)?;
@@ -471,9 +481,12 @@ impl<K: Key, V: Value> CudaTable<K, V> {
             block_dim: (THREADS, 1, 1),
             shared_mem_bytes: BUILD_SHARED_BYTES as u32,
         };
+        // Counting pays only in EMPTY regions: with as many keys (or
+        // tombstones) as regions, at most about a third of them are.
+        let try_count = (self.live + self.tombstones < plan.regions) as u32;
         let mut b = stream.launch_builder(&rk.build);
-        b.arg(&view).arg(&rb).arg(&*offsets).arg(&*words).arg(&mut *spills).arg(&mut *spill_count);
-        b.arg(&mut *deferred).arg(&m).arg(&op);
+        b.arg(&view).arg(&*offsets).arg(&*words).arg(&mut *spills).arg(&mut *spill_count);
+        b.arg(&mut *deferred).arg(&m).arg(&op).arg(&try_count);
         // Safety: arguments match gh_region_build; one block per region, each
         // with the region and its counters in shared memory; offsets[regions]
         // is at most n, the deferred list holds n words, the spill lists
@@ -483,7 +496,7 @@ impl<K: Key, V: Value> CudaTable<K, V> {
         let spill_cfg = LaunchConfig { shared_mem_bytes: 0, ..cfg };
         let regions = plan.regions;
         let mut b = stream.launch_builder(&rk.spill);
-        b.arg(&view).arg(&rb).arg(&regions).arg(&*spill_count).arg(&*spills).arg(&mut *deferred);
+        b.arg(&view).arg(&regions).arg(&*spill_count).arg(&*spills).arg(&mut *deferred);
         // Safety: arguments match gh_region_spill; the build wrote every
         // region's spill count and the lists they count.
         unsafe { b.launch(spill_cfg) }.map_err(dev)?;
@@ -515,15 +528,17 @@ impl<K: Key, V: Value> CudaTable<K, V> {
     ) -> Result<RawInsert> {
         let nd = ndeferred as usize;
         let deferred = s.deferred.as_ref().expect("reserved").slice(0..nd * K::Word::<V>::BYTES);
-        // The pairs go to `mid_words` (free once the bins are built): keys in
-        // its first half, values in the second; a word is at least as wide as
-        // twice the wider of key and value, and nd <= n.
+        // The pairs go to `mid_words` (free once the bins are built): the keys,
+        // then the values from the next 16-byte boundary. A word is at least
+        // a key and a value wide, nd <= n, and the buffer holds n words and
+        // 16 bytes more. (The buffer may come from a build of another key or
+        // value type, so its length says nothing of the alignment.)
         let mid = s.mid_words.as_mut().expect("reserved");
-        let half = mid.len() / 2;
-        let (mut kb, mut vb) = mid.split_at_mut(half);
-        // Safety: plain bytes reinterpreted as keys and values (half is a
-        // multiple of 4, and of 8 where a word is 16 bytes), written in full
-        // by gh_unpack_pairs before they are read.
+        let half = (nd * std::mem::size_of::<K>()).next_multiple_of(16);
+        let (mut kb, mut vb) = mid.split_at_mut(half.min(mid.len()));
+        // Safety: plain bytes reinterpreted as keys and values (the buffer
+        // starts 256-byte aligned and `half` is a multiple of 16), written in
+        // full by gh_unpack_pairs before they are read.
         let (mut dk, mut dv) = unsafe { (kb.transmute_mut::<K>(nd), vb.transmute_mut::<V>(nd)) };
         let (Some(dk), Some(dv)) = (dk.as_mut(), dv.as_mut()) else {
             return Err(Error::Device { device: "cuda".into(), message: "region scratch too small".into() });
@@ -558,6 +573,26 @@ mod tests {
     }
 
     #[test]
+    fn apply_batches_larger_than_the_table_are_built_in_chunks() {
+        let (slots, buckets) = (1u64 << 27, 1u64 << 25);
+        let sum = InsertMode::Apply(crate::Reduce::Sum);
+        if forced().is_some() {
+            return; // GPUHASH_REGION_BUILD overrides the load rules tested here
+        }
+        // 2^30 inputs (16 per key at load 0.5): eight equal chunks of the table's size.
+        assert_eq!(chunk_len(1 << 30, sum, 0, slots, buckets), Some(1 << 27));
+        assert_eq!(chunk_len(3 << 27, sum, 0, slots, buckets), Some(1 << 27));
+        assert_eq!(chunk_len((3 << 27) + 1, sum, 0, slots, buckets), Some((1 << 25) * 3 + 1));
+        // TARGETS' aggregation: 2^26 inputs into 2^23 slots, chunks of 2^24.
+        assert_eq!(chunk_len(1 << 26, sum, 0, 1 << 23, 1 << 21), Some(1 << 24));
+        // Assign counts every key as new: no more than 96% of the slots.
+        assert_eq!(chunk_len(1 << 26, InsertMode::Assign, 0, slots, buckets), Some(1 << 26));
+        assert_eq!(chunk_len(1 << 27, InsertMode::Assign, 0, slots, buckets), None);
+        // A table already 97% full takes the plain kernel for either.
+        assert_eq!(chunk_len(1 << 26, sum, slots / 100 * 97, slots, buckets), None);
+    }
+
+    #[test]
     fn scratch_goes_back_to_its_device_and_can_be_released() {
         let ordinal = usize::MAX; // no such device: only the cache is involved
         drop(Taken::new(ordinal));
@@ -572,8 +607,8 @@ mod tests {
         // 2^27 eight-byte slots: 2^14 regions, 128 bins per pass.
         let p = Plan::new(1 << 26, 1 << 14, 132, 8, false);
         assert_eq!((p.shift, p.bins1), (7, 128));
-        assert_eq!(p.parts1, 528);
-        assert_eq!(p.parts2, 4);
+        assert_eq!(p.parts1, 396, "one wave of three blocks per SM");
+        assert_eq!(p.parts2, 3);
         // Regions not a power of two: the last pass-1 bin is partial.
         let p = Plan::new(1 << 20, 1000, 132, 16, false);
         assert_eq!((p.shift, p.bins1), (5, 32));
@@ -591,8 +626,10 @@ mod tests {
         // The most regions stay within the kernels' u16 bins and 4096 per pass.
         let p = Plan::new(1 << 30, MAX_REGIONS, 132, 8, false);
         assert!(p.bins1 <= 4096 && (1u64 << p.shift) <= 4096);
-        // Scatter shared memory fits two blocks per SM on an H100/H200.
-        assert!(scatter_shared_bytes(8)(128) * 2 <= 227 << 10);
+        // Scatter shared memory fits three blocks per SM on an H100/H200
+        // (1 KiB of each block's 228 KiB share is the system's).
+        assert!(scatter_shared_bytes(8)(128) * 3 <= 225 << 10);
+        assert!(scatter_shared_bytes(16)(128) * 3 <= 225 << 10);
         assert!(scatter_shared_bytes(16)(4096) <= 227 << 10);
     }
 }
