@@ -128,19 +128,17 @@ impl<K: GenKey, V: Value> Target<K, V> for CudaTarget<K, V> {
                 Op::Erase => (0, t.erase_device(&k)?),
                 Op::Mixed => {
                     // Rounds of device-buffer calls on sub-slices, as in the CPU grid.
-                    let (mut rejected, mut hits, mut from) = (0, 0, [0usize; 3]);
-                    for r in &w.rounds {
-                        let (ik, iv) = (bufs.keys.slice(from[0]..r[0]), bufs.values.slice(from[0]..r[0]));
+                    let (mut rejected, mut hits) = (0, 0);
+                    for [ins, era, f] in w.round_ranges() {
+                        let (ik, iv) = (bufs.keys.slice(ins.clone()), bufs.values.slice(ins));
                         rejected += rejected_of(t.insert_device(&ik, &iv, InsertMode::Assign))?;
-                        hits += t.erase_device(&bufs.erase_keys.slice(from[1]..r[1]))?;
-                        let f = from[2]..r[2];
+                        hits += t.erase_device(&bufs.erase_keys.slice(era))?;
                         let fk = bufs.find_keys.slice(f.clone());
                         hits += t.find_device(
                             &fk,
                             &mut bufs.out_values.slice_mut(f.clone()),
                             &mut bufs.found.slice_mut(f),
                         )?;
-                        from = *r;
                     }
                     (rejected, hits)
                 }

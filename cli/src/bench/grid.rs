@@ -432,14 +432,11 @@ impl<K: GenKey, V: Value> Target<K, V> for TableTarget<K, V> {
                 Op::Contains => (0, t.contains_into(&w.keys, found)?),
                 Op::Erase => (0, t.erase(&w.keys)?),
                 Op::Mixed => {
-                    let (mut rejected, mut hits, mut from) = (0, 0, [0usize; 3]);
-                    for r in &w.rounds {
-                        let (ik, iv) = (&w.keys[from[0]..r[0]], &w.values[from[0]..r[0]]);
-                        rejected += rejected_of(t.insert_or_assign(ik, iv))?;
-                        hits += t.erase(&w.erase_keys[from[1]..r[1]])?;
-                        let f = from[2]..r[2];
+                    let (mut rejected, mut hits) = (0, 0);
+                    for [ins, era, f] in w.round_ranges() {
+                        rejected += rejected_of(t.insert_or_assign(&w.keys[ins.clone()], &w.values[ins]))?;
+                        hits += t.erase(&w.erase_keys[era])?;
                         hits += t.find_into(&w.find_keys[f.clone()], &mut vals[f.clone()], &mut found[f])?;
-                        from = *r;
                     }
                     (rejected, hits)
                 }

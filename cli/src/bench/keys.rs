@@ -6,6 +6,8 @@
 //! counters from half the domain up give keys that are certainly never stored
 //! ("misses"), because a bijection maps disjoint counters to disjoint keys.
 
+use std::ops::Range;
+
 use gpuhash::{Key, Value};
 use rayon::prelude::*;
 
@@ -142,6 +144,15 @@ impl<K, V> Default for Workload<K, V> {
             find_keys: Vec::new(),
             rounds: Vec::new(),
         }
+    }
+}
+
+impl<K, V> Workload<K, V> {
+    /// `mixed` only: each round's ranges of `keys` (and `values`) to insert,
+    /// of `erase_keys` to erase and of `find_keys` to look up, in order.
+    pub(crate) fn round_ranges(&self) -> impl Iterator<Item = [Range<usize>; 3]> + '_ {
+        let starts = std::iter::once([0usize; 3]).chain(self.rounds.iter().copied());
+        starts.zip(&self.rounds).map(|(a, b)| [a[0]..b[0], a[1]..b[1], a[2]..b[2]])
     }
 }
 
@@ -327,6 +338,25 @@ mod tests {
         // The whole load keeps today's workloads.
         let w = Workload::<u64, u32>::build(&case(Op::Insert, Batch::All), seed);
         assert!(w.prefill.is_empty() && w.keys.len() == 2048);
+    }
+
+    #[test]
+    fn mixed_rounds_cover_each_list_once_in_order() {
+        let mut c = case(Op::Mixed, Batch::All);
+        c.round_ops = 300; // 2048 ops: seven rounds
+        let w = Workload::<u64, u32>::build(&c, rep_seed(5, 1));
+        let rounds: Vec<_> = w.round_ranges().collect();
+        assert_eq!(rounds.len(), w.rounds.len());
+        assert_eq!(rounds.len(), 7);
+        for (list, len) in [(0, w.keys.len()), (1, w.erase_keys.len()), (2, w.find_keys.len())] {
+            let mut next = 0;
+            for r in &rounds {
+                assert_eq!(r[list].start, next, "list {list}: rounds follow each other");
+                next = r[list].end;
+            }
+            assert_eq!(next, len, "list {list}: the rounds cover it");
+        }
+        assert_eq!(w.values.len(), w.keys.len());
     }
 
     #[test]

@@ -165,15 +165,13 @@ impl<M: SerialMap<K, V>, K: GenKey, V: Value> Target<K, V> for SerialPeer<M, K, 
             }
             Op::Erase => w.keys.iter().filter(|k| m.delete(k)).count() as u64,
             Op::Mixed => {
-                let (mut hits, mut from) = (0, [0usize; 3]);
-                for r in &w.rounds {
-                    for (k, v) in w.keys[from[0]..r[0]].iter().zip(&w.values[from[0]..r[0]]) {
+                let mut hits = 0;
+                for [ins, era, f] in w.round_ranges() {
+                    for (k, v) in w.keys[ins.clone()].iter().zip(&w.values[ins]) {
                         m.put(*k, *v);
                     }
-                    hits += w.erase_keys[from[1]..r[1]].iter().filter(|k| m.delete(k)).count() as u64;
-                    let f = from[2]..r[2];
+                    hits += w.erase_keys[era].iter().filter(|k| m.delete(k)).count() as u64;
                     hits += find_serial(m, &w.find_keys[f.clone()], &mut vals[f.clone()], &mut found[f]);
-                    from = *r;
                 }
                 hits
             }
@@ -289,13 +287,11 @@ impl<K: GenKey, V: Value> Target<K, V> for DashPeer<K, V> {
                 .sum(),
             Op::Erase => par_erase(m, &w.keys),
             Op::Mixed => {
-                let (mut hits, mut from) = (0, [0usize; 3]);
-                for r in &w.rounds {
-                    par_insert(m, &w.keys[from[0]..r[0]], &w.values[from[0]..r[0]], Op::Insert);
-                    hits += par_erase(m, &w.erase_keys[from[1]..r[1]]);
-                    let f = from[2]..r[2];
+                let mut hits = 0;
+                for [ins, era, f] in w.round_ranges() {
+                    par_insert(m, &w.keys[ins.clone()], &w.values[ins], Op::Insert);
+                    hits += par_erase(m, &w.erase_keys[era]);
                     hits += par_find(m, &w.find_keys[f.clone()], &mut vals[f.clone()], &mut found[f]);
-                    from = *r;
                 }
                 hits
             }
