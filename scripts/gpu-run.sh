@@ -53,7 +53,7 @@ if has sanitizer; then
     # racecheck stops their cp.async copies with a misaligned-address error
     # that plain runs and memcheck do not show (kernels/bulk.cu).
     shards="${SANITIZER_SHARDS:-cuda_linear|cuda_cuckoo cuda_two_level|cuda_robin_hood cuda_hashinator_t4|cuda_hashinator::|cuda_hashinator_t32}"
-    pids=() names=()
+    pids=() names=() files=()
     for tool in ${SANITIZER_TOOLS:-memcheck racecheck}; do
         extra=() filters="$shards"
         [ $tool = memcheck ] && [ -n "${MEMCHECK_FILTER:-}" ] && filters="$MEMCHECK_FILTER"
@@ -70,14 +70,13 @@ if has sanitizer; then
             env GPUHASH_TEST_SCALE=small "${extra[@]}" GPUHASH_CACHE_DIR="$here/.kernel-cache-$tool" \
                 timeout "${SANITIZER_TIMEOUT:-900}" compute-sanitizer --tool $tool --error-exitcode 99 \
                 "$here/bin/test-conformance_cuda" --test-threads="${SANITIZER_THREADS:-3}" $f > "$logs/sanitizer-$name.log" 2>&1 &
-            pids+=($!) names+=("$name ($f)")
+            pids+=($!) names+=("$name ($f)") files+=("$logs/sanitizer-$name.log")
         done
     done
     for j in "${!pids[@]}"; do
         wait "${pids[$j]}"
         rc=$?
-        log="$logs/sanitizer-${names[$j]%% *}.log"
-        note "sanitizer ${names[$j]}: rc=$rc $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|test result' "$log" | tr '\n' ' ')"
+        note "sanitizer ${names[$j]}: rc=$rc $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|test result' "${files[$j]}" | tr '\n' ' ')"
         [ $rc -eq 0 ] || fail=1
     done
 fi

@@ -318,10 +318,8 @@ impl<K: Key, V: Value> CudaTable<K, V> {
 
     fn insert_raw(&mut self, keys: &CudaView<'_, K>, values: &CudaView<'_, V>, mode: InsertMode) -> Result<RawInsert> {
         let n = keys.len() as u64;
-        let chunk = self.kernels.region.as_ref().and_then(|_| {
-            region::chunk_len(n, mode, self.live, self.config.slots, self.probe.buckets)
-        });
-        let Some(chunk) = chunk else {
+        let chunk = region::chunk_len(n, mode, self.live, self.config.slots, self.probe.buckets);
+        let (Some(chunk), Some(_)) = (chunk, &self.kernels.region) else {
             return self.insert_plain(keys, values, mode);
         };
         // One region build per chunk; failed positions are the batch's.

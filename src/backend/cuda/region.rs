@@ -98,8 +98,8 @@ fn tile(word_bytes: usize) -> u64 {
 /// Dynamic shared memory of a scatter block: the tile as read (a word's
 /// worth per key), the tile grouped by bin (word and u16 bin per key) and
 /// two u32 counters per bin.
-fn scatter_shared_bytes(word_bytes: usize) -> impl Fn(u64) -> u32 {
-    move |bins| (tile(word_bytes) * (2 * word_bytes as u64 + 2) + 8 * bins) as u32
+fn scatter_shared_bytes(word_bytes: usize, bins: u64) -> u32 {
+    (tile(word_bytes) * (2 * word_bytes as u64 + 2) + 8 * bins) as u32
 }
 
 /// Dynamic shared memory of a build block: the region and a u32 counter per
@@ -132,7 +132,7 @@ impl RegionKernels {
         build.set_attribute(max, BUILD_SHARED_BYTES as i32)?;
         hist.set_attribute(max, 4 * LOCAL_HIST_REGIONS as i32)?;
         let most_bins = 1u64 << MAX_REGIONS.ilog2().div_ceil(2);
-        let most = scatter_shared_bytes(8)(most_bins).max(scatter_shared_bytes(16)(most_bins));
+        let most = scatter_shared_bytes(8, most_bins).max(scatter_shared_bytes(16, most_bins));
         for f in [&scatter1, &scatter2] {
             f.set_attribute(max, most as i32)?;
         }
@@ -463,7 +463,7 @@ impl<K: Key, V: Value> CudaTable<K, V> {
         // Safety: arguments match gh_region_scatter1; the bins hold n words
         // (the counts sum to at most n), the deferred list n words, the
         // cursors one per bin.
-        unsafe { b.launch(part(plan.parts1, 1, scatter_shared_bytes(word)(plan.bins1))) }.map_err(dev)?;
+        unsafe { b.launch(part(plan.parts1, 1, scatter_shared_bytes(word, plan.bins1))) }.map_err(dev)?;
         Trace::mark(&mut trace, &stream, "scatter1");
 
         if plan.two_pass() {
@@ -472,7 +472,7 @@ impl<K: Key, V: Value> CudaTable<K, V> {
             b.arg(&view).arg(&*mid_words).arg(&shift).arg(&*seg_off).arg(&mut *cursor).arg(&mut *words);
             // Safety: arguments match gh_region_scatter2; pass 1 filled
             // mid_words[..seg_off[bins1]], and the region bins hold as many.
-            unsafe { b.launch(part(plan.parts2, plan.bins1, scatter_shared_bytes(word)(1 << shift))) }.map_err(dev)?;
+            unsafe { b.launch(part(plan.parts2, plan.bins1, scatter_shared_bytes(word, 1 << shift))) }.map_err(dev)?;
             Trace::mark(&mut trace, &stream, "scatter2");
         }
 
@@ -628,8 +628,8 @@ mod tests {
         assert!(p.bins1 <= 4096 && (1u64 << p.shift) <= 4096);
         // Scatter shared memory fits three blocks per SM on an H100/H200
         // (1 KiB of each block's 228 KiB share is the system's).
-        assert!(scatter_shared_bytes(8)(128) * 3 <= 225 << 10);
-        assert!(scatter_shared_bytes(16)(128) * 3 <= 225 << 10);
-        assert!(scatter_shared_bytes(16)(4096) <= 227 << 10);
+        assert!(scatter_shared_bytes(8, 128) * 3 <= 225 << 10);
+        assert!(scatter_shared_bytes(16, 128) * 3 <= 225 << 10);
+        assert!(scatter_shared_bytes(16, 4096) <= 227 << 10);
     }
 }
