@@ -652,9 +652,21 @@ extern "C" __global__ void __launch_bounds__(GH_PART_THREADS, 3)
 
 // The key field of a slot in shared memory, read once (other threads of the
 // block change slots with atomics meanwhile).
-__device__ __forceinline__ u64 shared_key(const View::raw* p) {
-    if (View::WORD_BYTES == 8) return *(const volatile u64*)p & 0xffffffffull;
-    return *(const volatile u64*)p;
+// The keys of a bucket in shared memory, read with 16-byte loads that other
+// threads' CASes may land between (hence volatile).
+__device__ __forceinline__ void shared_bucket_keys(const View::raw* bucket, u64 (&k)[View::SLOTS]) {
+    const u32 at = (u32)__cvta_generic_to_shared(bucket);
+#pragma unroll
+    for (int i = 0; i < GH_BUCKET_BYTES / 16; ++i) {
+        u64 x, y;
+        asm volatile("ld.volatile.shared.v2.u64 {%0, %1}, [%2];" : "=l"(x), "=l"(y) : "r"(at + 16 * i) : "memory");
+        if constexpr (View::WORD_BYTES == 8) {
+            k[2 * i] = x & 0xffffffffull;
+            k[2 * i + 1] = y & 0xffffffffull;
+        } else {
+            k[i] = x;  // y is the value
+        }
+    }
 }
 
 // Shared memory of the build: the region, then one counter per bucket
@@ -851,27 +863,41 @@ extern "C" __global__ void __launch_bounds__(GH_PART_THREADS, 3)
                         &ins))) {
         // The plain rules with shared-memory atomics.
         if (threadIdx.x == 0) spill_count[r] = 0;
+        // The next word is loaded while this one is placed (one load in
+        // flight per thread hides most of its latency).
+        raw next = begin + threadIdx.x < end ? words[begin + threadIdx.x] : W::empty();
         for (u32 j = begin + threadIdx.x; j < end; j += blockDim.x) {
-            const raw desired = words[j];
+            const raw desired = next;
+            if (j + blockDim.x < end) next = words[j + blockDim.x];
             const u64 k = W::key(desired);
             const V value = gh::from_bits<V>(W::value(desired));
             int res = gh::FAILED;
             u64 b = t.home(k) - first;
             for (u64 step = 0; step < t.limit && b < nb && res == gh::FAILED; ++step, ++b) {
                 raw* bucket = region + b * View::SLOTS;
-                for (int s = 0; s < View::SLOTS && res == gh::FAILED; ++s) {
-                    u64 kk = shared_key(&bucket[s]);
-                    while (true) {
-                        if (kk == k) {
-                            t.update_value(&bucket[s], value, mode, op);
-                            res = gh::EXISTING;
-                            break;
-                        }
-                        if (kk != W::EMPTY_KEY) break;  // another key or a tombstone
-                        raw prev = W::cas(&bucket[s], W::empty(), desired);
-                        if (W::eq(prev, W::empty())) { res = gh::INSERTED; break; }
-                        kk = W::key(prev);
+                // The whole bucket at once: a copy of the key in it, else its
+                // first EMPTY slot (keys are never past an EMPTY slot of
+                // their sequence, and no slot becomes EMPTY during a build).
+                while (true) {
+                    u64 kk[View::SLOTS];
+                    shared_bucket_keys(bucket, kk);
+                    int hit = -1, open = -1;
+#pragma unroll
+                    for (int s = View::SLOTS - 1; s >= 0; --s) {
+                        if (kk[s] == k) hit = s;
+                        if (kk[s] == W::EMPTY_KEY) open = s;
                     }
+                    if (hit >= 0) {
+                        t.update_value(&bucket[hit], value, mode, op);
+                        res = gh::EXISTING;
+                        break;
+                    }
+                    if (open < 0) break;  // full: the next bucket
+                    if (W::eq(W::cas(&bucket[open], W::empty(), desired), W::empty())) {
+                        res = gh::INSERTED;
+                        break;
+                    }
+                    // Another thread took the slot (perhaps with this key): read again.
                 }
             }
             ins += res == gh::INSERTED;

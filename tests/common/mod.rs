@@ -118,6 +118,20 @@ pub fn rounds(n: usize) -> usize {
     }
 }
 
+/// Whether a test runs its body for the pair `K -> V`: all pairs, or those
+/// listed in `GPUHASH_TEST_PAIRS` ("u32:u32,u64:f32"), which splits a slow
+/// instrumented test into one process per pair. A pair left out says so.
+pub fn pair_selected<K: Key, V: Value>(body: &str) -> bool {
+    let name = |t: &str| t.rsplit("::").next().unwrap_or(t).to_string();
+    let pair = format!("{}:{}", name(std::any::type_name::<K>()), name(std::any::type_name::<V>()));
+    let Ok(list) = std::env::var("GPUHASH_TEST_PAIRS") else { return true };
+    let on = list.split(',').any(|p| p.trim() == pair);
+    if !on {
+        println!("{body}: skipped pair {pair}: not in GPUHASH_TEST_PAIRS={list}");
+    }
+    on
+}
+
 /// Whether the tests may run on `dev`. A missing CUDA device skips the test
 /// loudly (or fails it when `GPUHASH_REQUIRE_CUDA=1`); any other device must work.
 pub fn usable(dev: Target) -> Option<Target> {

@@ -8,15 +8,16 @@ use rand::Rng;
 use super::*;
 
 /// Runs `$body::<K, V>(dev)` for pairs covering both key widths, both slot
-/// words (8 and 16 bytes) and all six value types.
+/// words (8 and 16 bytes) and all six value types (those `pair_selected`
+/// keeps).
 macro_rules! each_pair {
     ($body:ident, $dev:expr) => {{
-        $body::<u32, u32>($dev);
-        $body::<u32, i32>($dev);
-        $body::<u32, f64>($dev);
-        $body::<u64, u64>($dev);
-        $body::<u64, i64>($dev);
-        $body::<u64, f32>($dev);
+        each_pair!(@one $body, $dev; u32 u32, u32 i32, u32 f64, u64 u64, u64 i64, u64 f32)
+    }};
+    (@one $body:ident, $dev:expr; $($k:ident $v:ident),*) => {{
+        $(if pair_selected::<$k, $v>(stringify!($body)) {
+            $body::<$k, $v>($dev);
+        })*
     }};
 }
 

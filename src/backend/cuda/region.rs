@@ -43,7 +43,7 @@
 //! **When it runs.** A batch of at least a sixteenth of the table's slots,
 //! into a table of two regions or more, that leaves the table at most 96%
 //! full; insert-or-apply batches, which mostly repeat keys, whenever the
-//! table is at most 96% full before, in chunks of up to max(slots, 2^24)
+//! table is at most 96% full before, in chunks of up to max(slots, 2^26)
 //! keys (see [`chunk_len`] for the figures). If the scratch cannot be
 //! allocated, the batch takes the plain kernel. `GPUHASH_REGION_BUILD=0`
 //! turns the region build off, `=1` takes it for every batch that suits it
@@ -314,8 +314,10 @@ pub(crate) fn suits(n: u64, slots: u64, buckets: u64) -> bool {
 
 /// Most keys one region build takes: larger batches are built in chunks of
 /// at most this many (or the table's slots, if more), which bounds the
-/// scratch memory (`3 * chunk * word` bytes).
-const MAX_CHUNK: u64 = 1 << 24;
+/// scratch memory (`3 * chunk * word` bytes, what an insert of 2^26 new
+/// keys takes anyway). Each chunk costs a full partition's fixed costs and
+/// a read of the counters, so chunks are as large as that bound allows.
+const MAX_CHUNK: u64 = 1 << 26;
 
 /// Whether to take the region build for a batch of `n` keys in `mode` into
 /// a table of `slots` slots and `buckets` buckets holding `live` keys, and
@@ -327,7 +329,7 @@ const MAX_CHUNK: u64 = 1 << 24;
 /// to the plain kernel.)
 /// Insert-or-apply batches mostly repeat keys, so their final load is not
 /// known: they take it whenever the table is at most 96% full before, in
-/// chunks of up to max(slots, 2^24) keys. `GPUHASH_REGION_BUILD` overrides
+/// chunks of up to max(slots, 2^26) keys. `GPUHASH_REGION_BUILD` overrides
 /// the load rules.
 pub(crate) fn chunk_len(n: u64, mode: InsertMode, live: u64, slots: u64, buckets: u64) -> Option<u64> {
     let within = |keys: u64| (live as u128 + keys as u128) * 100 <= slots as u128 * 96;
@@ -508,8 +510,9 @@ impl<K: Key, V: Value> CudaTable<K, V> {
         self.live += inserted;
         let mut out = RawInsert { inserted, existing, failed: Vec::new() };
         if ndeferred > 0 {
-            out = self.insert_deferred(keys, mode, &mut taken.scratch, ndeferred, out)?;
-            Trace::mark(&mut trace, &self.stream, "deferred");
+            Trace::mark(&mut trace, &self.stream, "counted");
+            out = self.insert_deferred(keys, mode, &mut taken.scratch, ndeferred, out, &mut trace)?;
+            Trace::mark(&mut trace, &self.stream, "positions");
         }
         Trace::report(trace, n, &plan, ndeferred);
         Ok(out)
@@ -525,6 +528,7 @@ impl<K: Key, V: Value> CudaTable<K, V> {
         s: &mut RegionScratch,
         ndeferred: u64,
         mut out: RawInsert,
+        trace: &mut Option<Trace>,
     ) -> Result<RawInsert> {
         let nd = ndeferred as usize;
         let deferred = s.deferred.as_ref().expect("reserved").slice(0..nd * K::Word::<V>::BYTES);
@@ -547,7 +551,9 @@ impl<K: Key, V: Value> CudaTable<K, V> {
         b.arg(&deferred).arg(&ndeferred).arg(&mut *dk).arg(&mut *dv);
         // Safety: arguments match gh_unpack_pairs; the list holds nd words.
         unsafe { b.launch(super::grid(ndeferred, self.sms)) }.map_err(|err| self.err(err))?;
+        Trace::mark(trace, &self.stream, "unpack");
         let rest = self.insert_plain(&dk.as_view(), &dv.as_view(), mode)?;
+        Trace::mark(trace, &self.stream, "deferred");
         out.inserted += rest.inserted;
         out.existing += rest.existing;
         if !rest.failed.is_empty() {
@@ -583,8 +589,10 @@ mod tests {
         assert_eq!(chunk_len(1 << 30, sum, 0, slots, buckets), Some(1 << 27));
         assert_eq!(chunk_len(3 << 27, sum, 0, slots, buckets), Some(1 << 27));
         assert_eq!(chunk_len((3 << 27) + 1, sum, 0, slots, buckets), Some((1 << 25) * 3 + 1));
-        // TARGETS' aggregation: 2^26 inputs into 2^23 slots, chunks of 2^24.
-        assert_eq!(chunk_len(1 << 26, sum, 0, 1 << 23, 1 << 21), Some(1 << 24));
+        // TARGETS' aggregation: 2^26 inputs into 2^23 slots, one build;
+        // twice that, two.
+        assert_eq!(chunk_len(1 << 26, sum, 0, 1 << 23, 1 << 21), Some(1 << 26));
+        assert_eq!(chunk_len(1 << 27, sum, 0, 1 << 23, 1 << 21), Some(1 << 26));
         // Assign counts every key as new: no more than 96% of the slots.
         assert_eq!(chunk_len(1 << 26, InsertMode::Assign, 0, slots, buckets), Some(1 << 26));
         assert_eq!(chunk_len(1 << 27, InsertMode::Assign, 0, slots, buckets), None);
