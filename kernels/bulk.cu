@@ -827,10 +827,11 @@ __device__ bool place_counted(const View& t, View::raw* region, u32* cnt, View::
 // Keys of an empty region's runs that pass its end go to spills[r *
 // BUILD_SPILL ..], their count to spill_count[r]; keys the plain rules
 // settle nowhere in the region go to `deferred`. `try_count` is 0 where the
-// host knows few regions are EMPTY: counting would be wasted.
+// host knows few regions are EMPTY: counting would be wasted. `fresh` is 1
+// where the host knows every slot is EMPTY: the table is not read.
 extern "C" __global__ void __launch_bounds__(GH_PART_THREADS, 3)
     gh_region_build(View t, const u32* offsets, const View::raw* words, View::raw* spills, u32* spill_count,
-                    View::raw* deferred, u32 mode, u32 op, u32 try_count) {
+                    View::raw* deferred, u32 mode, u32 op, u32 try_count, u32 fresh) {
     typedef View::raw raw;
     typedef View::W W;
     extern __shared__ __align__(16) unsigned char smem[];
@@ -841,7 +842,11 @@ extern "C" __global__ void __launch_bounds__(GH_PART_THREADS, 3)
     ulonglong2* global16 = (ulonglong2*)(t.slots + first * View::SLOTS);
     ulonglong2* shared16 = (ulonglong2*)region;
     const u32 words16 = nb * (GH_BUCKET_BYTES / 16);
-    for (u32 j = threadIdx.x; j < words16; j += blockDim.x) copy_async<16>(shared16 + j, global16 + j);
+    const ulonglong2 all_ones = make_ulonglong2(~0ull, ~0ull);  // EMPTY slots
+    for (u32 j = threadIdx.x; j < words16; j += blockDim.x) {
+        if (fresh) shared16[j] = all_ones;
+        else copy_async<16>(shared16 + j, global16 + j);
+    }
     const u32 begin = offsets[r], end = offsets[r + 1];
     // Count the bin by bucket while the region arrives (wasted if it is not EMPTY).
     const bool fits = try_count && end - begin <= nb * View::SLOTS + BUILD_SPILL;
@@ -959,6 +964,75 @@ extern "C" __global__ void __launch_bounds__(GH_PART_THREADS)
         for (u32 o = threadIdx.x; placed + o < m; o += blockDim.x) deferred[s_at + o] = in[placed + o];
     }
     block_add(&t.meta->counters[0], ins);
+}
+
+// One key's insert by a whole warp, each lane reading one bucket of the
+// key's sequence per round trip: the outcome of gh::linear::insert (the
+// first bucket holding the key or an EMPTY slot decides), at a 32nd of the
+// round trips on long sequences.
+__device__ int insert_by_warp(const View& t, u64 k, V value, u32 mode, u32 op, u32 lane) {
+    typedef View::W W;
+    typedef View::raw raw;
+    const raw desired = W::pack(k, gh::to_bits<V>(value));
+    const u64 home = t.home(k);
+    for (u64 step = 0; step < t.limit;) {
+        const u64 mine = step + lane;  // this lane's bucket, counted along the sequence
+        raw* bucket = t.slots + ((home + mine) % t.buckets) * View::SLOTS;
+        int hit = -1, open = -1;
+        if (mine < t.limit)
+            t.scan_bucket(bucket, [&](int s, u64 kk, u64) {
+                if (kk == k) hit = s;
+                else if (kk == W::EMPTY_KEY) open = s;
+                return hit >= 0 || open >= 0;
+            });
+        const u32 deciding = __ballot_sync(0xffffffffu, hit >= 0 || open >= 0);
+        if (!deciding) {
+            step += 32;
+            continue;
+        }
+        const int first = __ffs(deciding) - 1;
+        int r = -1;  // -1: another key took the EMPTY slot first
+        if ((int)lane == first) {
+            if (hit < 0) {
+                const raw prev = W::cas(&bucket[open], W::empty(), desired);
+                if (W::eq(prev, W::empty())) r = gh::INSERTED;
+                else if (W::key(prev) == k) hit = open;
+            }
+            if (hit >= 0) {
+                t.update_value(&bucket[hit], value, mode, op);
+                r = gh::EXISTING;
+            }
+        }
+        r = __shfl_sync(0xffffffffu, r, first);
+        if (r >= 0) return r;
+        step += first;  // read that bucket again: it only gained keys
+    }
+    return gh::FAILED;
+}
+
+// gh_insert with a warp per key (insert_by_warp), for the region build's
+// deferred keys: few, but they are the ones whose sequences cross region
+// ends through the table's longest runs, or walk to the probe limit.
+extern "C" __global__ void gh_insert_wide(View t, const K* keys, const V* values, u64 n, u32 mode, u32 op,
+                                          u32* failed, u64 failed_cap, u64 base) {
+    const u32 lane = threadIdx.x & 31;
+    u64 ins = 0, ex = 0;
+    for (u64 i = thread_index() / 32; i < n; i += grid_stride() / 32) {
+        const K key = keys[i];
+        const V value = values[i];
+        int r = 0;
+        if (View::special_index(key) >= 0) {  // out-of-band: not in a slot
+            if (lane == 0) r = t.template insert_as<GH_SCHEME>(key, value, mode, op);
+        } else {
+            r = insert_by_warp(t, (u64)key, value, mode, op, lane);
+        }
+        if (lane != 0) continue;
+        ins += r == gh::INSERTED;
+        ex += r == gh::EXISTING;
+        if (r == gh::FAILED) note_failed(t, failed, failed_cap, base + i);
+    }
+    block_add(&t.meta->counters[0], ins);
+    block_add(&t.meta->counters[1], ex);
 }
 #endif
 

@@ -45,40 +45,49 @@ if has sanitizer; then
     # The whole CUDA suite at small sizes (GPUHASH_TEST_SCALE=small: smaller
     # batches, fewer rounds) under memcheck, and again under racecheck
     # (shared-memory hazards) with the region build forced on so its kernels
-    # run in every linear test. Each tool runs as SANITIZER_SHARDS processes
-    # side by side (test filters separated by '|', default: by scheme), as
-    # the instrumented suite is slow; MEMCHECK_FILTER / RACECHECK_FILTER
-    # replace the shards with one filter, SANITIZER_TIMEOUT bounds each run.
-    # Racecheck runs build the region kernels with -DGH_REGION_SYNC_LOAD:
-    # racecheck stops their cp.async copies with a misaligned-address error
-    # that plain runs and memcheck do not show (kernels/bulk.cu).
-    shards="${SANITIZER_SHARDS:-cuda_linear|cuda_cuckoo cuda_two_level|cuda_robin_hood cuda_hashinator_t4|cuda_hashinator::|cuda_hashinator_t32}"
-    pids=() names=() files=()
+    # run in every linear test. The instrumented suite is slow, so every
+    # (tool, test, key/value pair) is its own process (GPUHASH_TEST_PAIRS),
+    # SANITIZER_JOBS of them at once; SANITIZER_FILTER keeps the tests whose
+    # names contain it, SANITIZER_TOOLS picks the tools, SANITIZER_TIMEOUT
+    # bounds each process. Racecheck runs build the region kernels with
+    # -DGH_REGION_SYNC_LOAD: racecheck stops their cp.async copies with a
+    # misaligned-address error that plain runs and memcheck do not show
+    # (kernels/bulk.cu).
+    jobs="$logs/sanitizer-jobs.txt" results="$logs/sanitizer-results.txt"
+    mkdir -p "$logs/sanitizer"
+    : > "$results"
+    tests="$("$here/bin/test-conformance_cuda" --list 2>/dev/null | sed -n 's/: test$//p' | grep -F -- "${SANITIZER_FILTER:-}")"
     for tool in ${SANITIZER_TOOLS:-memcheck racecheck}; do
-        extra=() filters="$shards"
-        [ $tool = memcheck ] && [ -n "${MEMCHECK_FILTER:-}" ] && filters="$MEMCHECK_FILTER"
-        if [ $tool = racecheck ]; then
-            [ -n "${RACECHECK_FILTER:-}" ] && filters="$RACECHECK_FILTER"
-            extra=(GPUHASH_REGION_BUILD=1 GPUHASH_NVRTC_FLAGS=-DGH_REGION_SYNC_LOAD)
-        fi
-        i=0
-        IFS='|' read -ra parts <<< "$filters"
-        for f in "${parts[@]}"; do
-            i=$((i + 1))
-            name="$tool-$i"
-            # shellcheck disable=SC2086 # a shard is several filters
-            env GPUHASH_TEST_SCALE=small "${extra[@]}" GPUHASH_CACHE_DIR="$here/.kernel-cache-$tool" \
-                timeout "${SANITIZER_TIMEOUT:-900}" compute-sanitizer --tool $tool --error-exitcode 99 \
-                "$here/bin/test-conformance_cuda" --test-threads="${SANITIZER_THREADS:-3}" $f > "$logs/sanitizer-$name.log" 2>&1 &
-            pids+=($!) names+=("$name ($f)") files+=("$logs/sanitizer-$name.log")
+        for t in $tests; do
+            # growth_across_doublings has pairs of its own (tests/common/suite.rs).
+            case $t in
+                *growth_across_doublings) pairs="u32:u32 u64:f64 u32:i64 u64:f32" ;;
+                *) pairs="u32:u32 u32:i32 u32:f64 u64:u64 u64:i64 u64:f32" ;;
+            esac
+            for p in $pairs; do echo "$tool $t $p"; done
         done
-    done
-    for j in "${!pids[@]}"; do
-        wait "${pids[$j]}"
-        rc=$?
-        note "sanitizer ${names[$j]}: rc=$rc $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|test result' "${files[$j]}" | tr '\n' ' ')"
-        [ $rc -eq 0 ] || fail=1
-    done
+    done > "$jobs"
+    sanitize() { # tool test pair
+        local name="$1-${2//::/-}-${3//:/_}" extra=()
+        [ "$1" = racecheck ] && extra=(GPUHASH_REGION_BUILD=1 GPUHASH_NVRTC_FLAGS=-DGH_REGION_SYNC_LOAD)
+        env GPUHASH_TEST_SCALE=small GPUHASH_TEST_PAIRS="$3" "${extra[@]}" GPUHASH_CACHE_DIR="$here/.kernel-cache-$1" \
+            timeout "${SANITIZER_TIMEOUT:-900}" compute-sanitizer --tool "$1" --error-exitcode 99 \
+            "$here/bin/test-conformance_cuda" --exact "$2" --test-threads=1 > "$logs/sanitizer/$name.log" 2>&1
+        local rc=$?
+        local clean=no
+        # Clean: the test passed, the tool found nothing, and it lost no launch.
+        grep -q "^test result: ok. 1 passed" "$logs/sanitizer/$name.log" &&
+            grep -qE "ERROR SUMMARY: 0 errors|RACECHECK SUMMARY: 0 hazards" "$logs/sanitizer/$name.log" &&
+            ! grep -q "Internal Sanitizer Error" "$logs/sanitizer/$name.log" && [ $rc -eq 0 ] && clean=yes
+        echo "$clean rc=$rc $1 $2 $3" >> "$results"
+    }
+    export -f sanitize
+    export here logs results SANITIZER_TIMEOUT
+    xargs -P "${SANITIZER_JOBS:-16}" -L 1 bash -c 'sanitize "$@"' _ < "$jobs"
+    total=$(wc -l < "$jobs") ok=$(grep -c "^yes" "$results")
+    note "sanitizer: $ok of $total (tool, test, pair) runs clean (logs in sanitizer/, list in sanitizer-results.txt)"
+    grep -v "^yes" "$results" | sort | while read -r line; do note "sanitizer not clean: $line"; done
+    [ "$ok" -eq "$total" ] || fail=1
 fi
 if has examples; then
     for e in "$here"/bin/example-*; do

@@ -225,3 +225,59 @@ fn unified_memory_limits() {
     assert_eq!(cuda.memory(), Memory::Device);
     assert!(matches!(cuda.host_find(&[1]), Err(Error::Unsupported(_))));
 }
+
+// ------------------------------------------------------------ user kernels
+
+/// A user's kernel inserting through the table's view, then a batch large
+/// enough for the region build: the build reads the regions again, rather
+/// than assuming an untouched table is empty (it skips that read only when
+/// no view was handed out since the table was created or cleared).
+#[test]
+fn keys_a_user_kernel_wrote_survive_a_region_build() {
+    use gpuhash::backend::cuda::kernels::{arch_of, with_device_header};
+    use gpuhash::cudarc::driver::{LaunchConfig, PushKernelArg};
+    use gpuhash::cudarc::nvrtc::{compile_ptx_with_opts, CompileOptions};
+    let Some(dev) = cuda() else { return };
+    let mut cx = Ctx::new::<u32, u32>("user_kernel_then_region_build", dev);
+    const SOURCE: &str = r#"
+#include "gpuhash.cuh"
+extern "C" __global__ void put(gh::TableView<unsigned int, unsigned int> t, const unsigned int* keys,
+                               const unsigned int* values, unsigned long long n) {
+    unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x;
+    if (i < n) t.insert(keys[i], values[i], gh::MODE_ASSIGN, 0);
+}
+"#;
+    // 2^17 slots (16 regions), growth off: the batch below takes the region build.
+    let slots = 1u64 << 17;
+    let mut t = builder(dev).capacity(slots).max_load_factor(1.0).growth(false).build::<u32, u32>().unwrap();
+    let mut o = Oracle::new();
+    let first = distinct_keys::<u32>(&mut cx.rng, 20_000);
+    let first_vals = any_values::<u32>(&mut cx.rng, first.len());
+
+    cx.phase = "a user's kernel inserts".into();
+    let cuda = t.cuda_mut().unwrap();
+    let stream = cuda.stream().clone();
+    let ctx = stream.context().clone();
+    let opts = CompileOptions { arch: Some(arch_of(&ctx).unwrap()), ..Default::default() };
+    let module = ctx.load_module(compile_ptx_with_opts(with_device_header(SOURCE), opts).unwrap()).unwrap();
+    let put = module.load_function("put").unwrap();
+    let (kd, vd) = (upload(&stream, &first), upload(&stream, &first_vals));
+    let view = cuda.view();
+    let n = first.len() as u64;
+    let cfg = LaunchConfig { grid_dim: (n.div_ceil(256) as u32, 1, 1), block_dim: (256, 1, 1), shared_mem_bytes: 0 };
+    let mut launch = stream.launch_builder(&put);
+    launch.arg(&view).arg(&kd).arg(&vd).arg(&n);
+    // Safety: the arguments match `put`'s parameters.
+    unsafe { launch.launch(cfg) }.unwrap();
+    cuda.resync().unwrap();
+    for (&k, &v) in first.iter().zip(&first_vals) {
+        o.map.insert(k, v);
+    }
+
+    cx.phase = "then a large batch".into();
+    let more = fresh_keys(&mut cx.rng, (slots / 2) as usize, &o, &[]);
+    let vals = any_values::<u32>(&mut cx.rng, more.len());
+    let failed = insert(&mut t, &mut o, Op::Assign, &more, &vals, &cx);
+    assert!(failed.is_empty(), "{cx}: {} keys not stored", failed.len());
+    check_table(&t, &o, &cx);
+}

@@ -25,7 +25,7 @@ impl<K: Key, V: Value> CudaTable<K, V> {
         // Safety: as above.
         let mut values = unsafe { self.stream.alloc::<V>(cap as usize) }.map_err(|e| self.err(e))?;
         self.zero_counters()?;
-        let view = self.view();
+        let view = self.kernel_view();
         let mut b = self.stream.launch_builder(&self.kernels.clean_extract);
         b.arg(&view).arg(&buckets).arg(&mut keys).arg(&mut values).arg(&cap);
         // Safety: arguments match gh_clean_extract; both outputs hold `cap`

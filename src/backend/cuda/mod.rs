@@ -17,10 +17,11 @@ pub use region::release_scratch;
 pub use stream_ops::{PendingCount, PendingInsert};
 
 use std::marker::PhantomData;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use cudarc::driver::{
-    result as cu, CudaContext, CudaSlice, CudaStream, CudaView, CudaViewMut, DevicePtr, DeviceRepr,
+    result as cu, CudaContext, CudaFunction, CudaSlice, CudaStream, CudaView, CudaViewMut, DevicePtr, DeviceRepr,
     DriverError, LaunchConfig, PushKernelArg,
 };
 
@@ -177,6 +178,10 @@ pub struct CudaTable<K: Key, V: Value> {
     live: u64,
     tombstones: u64,
     specials: u64,
+    /// Every slot is EMPTY, for certain: set by `new` and `clear`, cleared by
+    /// every insert and by handing out a view (users' kernels may write).
+    /// The region build then skips reading the table.
+    pristine: AtomicBool,
     /// Multiprocessors, for sizing grids.
     sms: u64,
     /// Pinned buffers and streams for host slices (see `staging`).
@@ -222,6 +227,7 @@ impl<K: Key, V: Value> CudaTable<K, V> {
             live: 0,
             tombstones: 0,
             specials: 0,
+            pristine: AtomicBool::new(true),
             sms,
             staging: Default::default(),
             _types: PhantomData,
@@ -243,6 +249,12 @@ impl<K: Key, V: Value> CudaTable<K, V> {
     /// With [`Memory::Unified`] it also prefetches the slots back to the GPU
     /// (on the table stream) if a host lookup moved them to the host.
     pub fn view(&self) -> DeviceView {
+        self.pristine.store(false, Ordering::Relaxed);
+        self.kernel_view()
+    }
+
+    /// The view for this crate's own kernels (see `pristine`).
+    fn kernel_view(&self) -> DeviceView {
         let slots = self.slots.device_ptr(&self.stream);
         let (meta, _g2) = self.meta.device_ptr(&self.stream);
         let (aux, _g3) = self.aux.device_ptr(&self.stream);
@@ -339,20 +351,34 @@ impl<K: Key, V: Value> CudaTable<K, V> {
 
     /// One thread per key, each claiming its slot with a CAS in device memory.
     fn insert_plain(&mut self, keys: &CudaView<'_, K>, values: &CudaView<'_, V>, mode: InsertMode) -> Result<RawInsert> {
+        let kernels = self.kernels.clone(); // not borrowed from `self`, which changes below
+        let launch = self.insert_grid(keys.len() as u64);
+        self.insert_with(&kernels.insert, launch, keys, values, mode)
+    }
+
+    /// An insert by `kernel`, gh_insert or a kernel of its signature.
+    fn insert_with(
+        &mut self,
+        kernel: &CudaFunction,
+        launch: LaunchConfig,
+        keys: &CudaView<'_, K>,
+        values: &CudaView<'_, V>,
+        mode: InsertMode,
+    ) -> Result<RawInsert> {
         let n = keys.len() as u64;
         if n == 0 {
             return Ok(RawInsert::default());
         }
         self.reset_counters()?;
         let (m, op) = mode_codes(mode);
-        let view = self.view();
+        let view = self.kernel_view();
+        self.pristine.store(false, Ordering::Relaxed);
         let cap = FAILED_CAP as u64;
         let base = 0u64;
-        let launch = self.insert_grid(n);
-        let mut b = self.stream.launch_builder(&self.kernels.insert);
+        let mut b = self.stream.launch_builder(kernel);
         b.arg(&view).arg(keys).arg(values).arg(&n).arg(&m).arg(&op).arg(&mut self.failed).arg(&cap).arg(&base);
-        // Safety: the arguments match gh_insert's signature; every pointer is
-        // a live allocation of the stated length.
+        // Safety: the arguments match gh_insert's signature (which `kernel`
+        // shares); every pointer is a live allocation of the stated length.
         unsafe { b.launch(launch) }.map_err(|e| self.err(e))?;
         let meta = self.read_meta()?;
         let (inserted, existing, nfailed) = (meta[0], meta[1], meta[2]);
@@ -434,7 +460,7 @@ impl<K: Key, V: Value> CudaTable<K, V> {
             // Safety: written by the kernel before being read.
             let mut out = unsafe { self.stream.alloc::<u32>(cap as usize) }.map_err(|e| self.err(e))?;
             self.reset_counters()?;
-            let view = self.view();
+            let view = self.kernel_view();
             match among {
                 None => {
                     let mut b = self.stream.launch_builder(&self.kernels.collect_absent);
@@ -477,7 +503,7 @@ impl<K: Key, V: Value> CudaTable<K, V> {
             return Ok(0);
         }
         self.zero_counters()?;
-        let view = self.view();
+        let view = self.kernel_view();
         let mut b = self.stream.launch_builder(&self.kernels.find);
         b.arg(&view).arg(keys).arg(&n).arg(values).arg(found);
         // Safety: arguments match gh_find; outputs hold n elements.
@@ -495,7 +521,7 @@ impl<K: Key, V: Value> CudaTable<K, V> {
             return Ok(0);
         }
         self.zero_counters()?;
-        let view = self.view();
+        let view = self.kernel_view();
         let mut b = self.stream.launch_builder(&self.kernels.contains);
         b.arg(&view).arg(keys).arg(&n).arg(found);
         // Safety: arguments match gh_contains; the output holds n bytes.
@@ -510,7 +536,7 @@ impl<K: Key, V: Value> CudaTable<K, V> {
             return Ok(0);
         }
         self.zero_counters()?;
-        let view = self.view();
+        let view = self.kernel_view();
         let mut b = self.stream.launch_builder(&self.kernels.erase);
         b.arg(&view).arg(keys).arg(&n);
         // Safety: arguments match gh_erase.
@@ -543,7 +569,7 @@ impl<K: Key, V: Value> CudaTable<K, V> {
     fn census(&self) -> Result<[u64; META_WORDS]> {
         let slots = self.config.slots;
         self.zero_counters()?;
-        let view = self.view();
+        let view = self.kernel_view();
         let mut b = self.stream.launch_builder(&self.kernels.displacement);
         b.arg(&view).arg(&slots);
         // Safety: arguments match gh_displacement.
@@ -662,6 +688,7 @@ impl<K: Key, V: Value> Backend<K, V> for CudaTable<K, V> {
         self.live = 0;
         self.tombstones = 0;
         self.specials = 0;
+        self.pristine.store(true, Ordering::Relaxed);
         Ok(())
     }
 
@@ -681,7 +708,7 @@ impl<K: Key, V: Value> Backend<K, V> for CudaTable<K, V> {
         // The new table shares the metadata block: out-of-band keys carry over.
         self.reset_counters()?;
         let probe = ProbeParams { buckets, seed: self.config.seed, limit: self.config.max_probe_buckets.clamp(1, buckets) };
-        let from = self.view();
+        let from = self.kernel_view();
         let to = {
             let (aux, _g2) = new_aux.device_ptr(&self.stream);
             DeviceView { slots: new_slots.device_ptr(&self.stream), buckets, seed: probe.seed, limit: probe.limit, aux, ..from }
@@ -716,7 +743,7 @@ impl<K: Key, V: Value> Backend<K, V> for CudaTable<K, V> {
         let mut v = unsafe { self.stream.alloc::<V>(cap as usize) }.map_err(|e| self.err(e))?;
         let slots = self.config.slots;
         self.zero_counters()?;
-        let view = self.view();
+        let view = self.kernel_view();
         let mut b = self.stream.launch_builder(&self.kernels.export);
         b.arg(&view).arg(&slots).arg(&mut k).arg(&mut v).arg(&cap);
         // Safety: arguments match gh_export; outputs hold `cap` elements.

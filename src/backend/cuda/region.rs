@@ -51,9 +51,11 @@
 //! `GPUHASH_REGION_TRACE=1` prints the device milliseconds of each phase of
 //! every region build to stderr; `GPUHASH_REGION_TWO_PASS=1` takes the
 //! two-pass partition for tables of three regions or more (the tests' tables
-//! would otherwise take one).
+//! would otherwise take one), and `GPUHASH_REGION_ONE_PASS=N` one pass for
+//! up to N regions (at most 4096).
 
 use std::collections::HashMap;
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use cudarc::driver::sys::{CUevent_flags, CUfunction_attribute};
@@ -116,16 +118,20 @@ pub(crate) struct RegionKernels {
     scatter2: CudaFunction,
     build: CudaFunction,
     spill: CudaFunction,
+    /// gh_insert with a warp per key, for the deferred keys.
+    insert_wide: CudaFunction,
 }
 
 impl RegionKernels {
     pub(crate) fn load(module: &Arc<CudaModule>) -> std::result::Result<Option<Self>, DriverError> {
-        let names = ["gh_region_hist", "gh_region_scan", "gh_region_scatter1", "gh_region_scatter2", "gh_region_spill"];
+        let names =
+            ["gh_region_hist", "gh_region_scan", "gh_region_scatter1", "gh_region_scatter2", "gh_region_spill", "gh_insert_wide"];
         let Ok(build) = module.load_function("gh_region_build") else {
             return Ok(None);
         };
-        let [hist, scan, scatter1, scatter2, spill] = names.map(|n| module.load_function(n));
-        let (hist, scan, scatter1, scatter2, spill) = (hist?, scan?, scatter1?, scatter2?, spill?);
+        let [hist, scan, scatter1, scatter2, spill, insert_wide] = names.map(|n| module.load_function(n));
+        let (hist, scan, scatter1, scatter2, spill, insert_wide) =
+            (hist?, scan?, scatter1?, scatter2?, spill?, insert_wide?);
         // A region, a scatter tile and the histogram of 2^14 regions or more
         // exceed the default 48 KiB of shared memory a launch may use.
         let max = CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES;
@@ -136,7 +142,7 @@ impl RegionKernels {
         for f in [&scatter1, &scatter2] {
             f.set_attribute(max, most as i32)?;
         }
-        Ok(Some(RegionKernels { hist, scan, scatter1, scatter2, build, spill }))
+        Ok(Some(RegionKernels { hist, scan, scatter1, scatter2, build, spill, insert_wide }))
     }
 }
 
@@ -160,11 +166,22 @@ fn force_two_pass() -> bool {
     *ON.get_or_init(|| std::env::var("GPUHASH_REGION_TWO_PASS").is_ok_and(|v| v == "1"))
 }
 
+/// Regions sorted in one pass: `ONE_PASS_REGIONS`, or the value of
+/// `GPUHASH_REGION_ONE_PASS` (at most 4096, the most bins of a pass), for
+/// measuring where one pass stops paying.
+fn one_pass_regions() -> u64 {
+    static N: OnceLock<u64> = OnceLock::new();
+    *N.get_or_init(|| {
+        let set = std::env::var("GPUHASH_REGION_ONE_PASS").ok().and_then(|v| v.parse::<u64>().ok());
+        set.map_or(ONE_PASS_REGIONS, |n| n.min(1 << 12))
+    })
+}
+
 impl Plan {
     fn new(n: u64, regions: u64, sms: u64, word_bytes: usize, two_pass: bool) -> Plan {
         // Two digits of about equal width: a few hundred bins per pass for
         // 2^14 regions, so runs of one bin in a 4096-key tile are long.
-        let one_pass = regions <= ONE_PASS_REGIONS && !two_pass;
+        let one_pass = regions <= one_pass_regions() && !two_pass;
         let shift = if one_pass { 0 } else { (u64::BITS - (regions - 1).leading_zeros()) / 2 };
         let bins1 = regions.div_ceil(1 << shift);
         let blocks = (sms * PART_BLOCKS_PER_SM).max(1);
@@ -415,7 +432,7 @@ impl<K: Key, V: Value> CudaTable<K, V> {
         Trace::mark(&mut trace, &stream, "alloc");
         self.reset_counters()?;
         let (m, op) = super::mode_codes(mode);
-        let view = self.view();
+        let view = self.kernel_view();
         let s = &mut taken.scratch;
         let words = s.words.as_mut().expect("reserved");
         let mid_words = s.mid_words.as_mut().expect("reserved");
@@ -486,9 +503,12 @@ impl<K: Key, V: Value> CudaTable<K, V> {
         // Counting pays only in EMPTY regions: with as many keys (or
         // tombstones) as regions, at most about a third of them are.
         let try_count = (self.live + self.tombstones < plan.regions) as u32;
+        // A table known to be all EMPTY is not read: the build starts from
+        // EMPTY regions (a third of its traffic at load 0.5, for u64 pairs).
+        let fresh = self.pristine.swap(false, Ordering::Relaxed) as u32;
         let mut b = stream.launch_builder(&rk.build);
         b.arg(&view).arg(&*offsets).arg(&*words).arg(&mut *spills).arg(&mut *spill_count);
-        b.arg(&mut *deferred).arg(&m).arg(&op).arg(&try_count);
+        b.arg(&mut *deferred).arg(&m).arg(&op).arg(&try_count).arg(&fresh);
         // Safety: arguments match gh_region_build; one block per region, each
         // with the region and its counters in shared memory; offsets[regions]
         // is at most n, the deferred list holds n words, the spill lists
@@ -552,7 +572,10 @@ impl<K: Key, V: Value> CudaTable<K, V> {
         // Safety: arguments match gh_unpack_pairs; the list holds nd words.
         unsafe { b.launch(super::grid(ndeferred, self.sms)) }.map_err(|err| self.err(err))?;
         Trace::mark(trace, &self.stream, "unpack");
-        let rest = self.insert_plain(&dk.as_view(), &dv.as_view(), mode)?;
+        // A warp per key: these keys' sequences are the table's longest.
+        let kernels = self.kernels.clone();
+        let wide = &kernels.region.as_ref().expect("a region build ran").insert_wide;
+        let rest = self.insert_with(wide, super::grid(ndeferred * 32, self.sms), &dk.as_view(), &dv.as_view(), mode)?;
         Trace::mark(trace, &self.stream, "deferred");
         out.inserted += rest.inserted;
         out.existing += rest.existing;

@@ -357,7 +357,8 @@ impl<K: Key, V: Value> CudaTable<K, V> {
         let chunk = chunk_keys(STAGING_BYTES, &[ks, vs]);
         self.reset_counters()?;
         let (m, op) = mode_codes(mode);
-        let view = self.view();
+        let view = self.kernel_view();
+        self.pristine.store(false, std::sync::atomic::Ordering::Relaxed);
         let failed = {
             let (ptr, _record) = self.failed.device_ptr(&self.stream);
             ptr
@@ -414,7 +415,7 @@ impl<K: Key, V: Value> CudaTable<K, V> {
         // concurrent lookups on one table (`&self`) do not mix their counts.
         self.staging.with(&self.stream, |st| {
             self.zero_counters()?;
-            let view = self.view();
+            let view = self.kernel_view();
             st.run(
                 &self.stream,
                 Plan { n: keys.len(), chunk, results: true },
@@ -449,7 +450,7 @@ impl<K: Key, V: Value> CudaTable<K, V> {
         // Under the staging lock, as in `find_staged`.
         self.staging.with(&self.stream, |st| {
             self.zero_counters()?;
-            let view = self.view();
+            let view = self.kernel_view();
             st.run(
                 &self.stream,
                 Plan { n: keys.len(), chunk, results: true },
@@ -478,7 +479,7 @@ impl<K: Key, V: Value> CudaTable<K, V> {
     pub(super) fn erase_staged(&mut self, keys: &[K]) -> Result<u64> {
         let chunk = chunk_keys(STAGING_BYTES, &[size_of::<K>()]);
         self.zero_counters()?;
-        let view = self.view();
+        let view = self.kernel_view();
         let this = &*self;
         this.staging.with(&this.stream, |st| {
             st.run(
