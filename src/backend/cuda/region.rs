@@ -19,15 +19,19 @@
 //! runs from a shared-memory grouping while the next tile streams in.
 //!
 //! **Building a region.** A block loads its region (streaming it into shared
-//! memory while it counts its bin's keys per home bucket). If the region is
+//! memory while it counts its bin's keys per home bucket; a table the host
+//! knows to be all EMPTY, one created or cleared with no insert and no
+//! `view()` handed out since, is not read at all). If the region is
 //! EMPTY, a scan of those counts gives every key its slot directly: keys in
 //! order of home bucket fill runs, exactly as first-EMPTY probing lays them
 //! out, with no probe walking a cluster however full the region ends (at load
 //! 0.9 this is 4x faster than probing in shared memory). Keys that run past
 //! the region's end take the first EMPTY slots of the next region
 //! (`gh_region_spill`). Regions that already hold keys, and bins with a
-//! repeated key, take shared-memory probing with atomics (the plain rules),
-//! and what those settle nowhere in the region goes to the plain kernel.
+//! repeated key, take shared-memory probing with atomics (the plain rules,
+//! a whole bucket compared per step), and what those settle nowhere in the
+//! region goes to a plain insert with a warp per key (`gh_insert_wide`: these
+//! keys' sequences are the table's longest, crossing region ends).
 //!
 //! **Scratch memory is kept for reuse.** The partition needs two copies of
 //! the batch as packed words plus a list of deferred words: `3 * n * word`
