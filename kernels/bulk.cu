@@ -650,8 +650,6 @@ extern "C" __global__ void __launch_bounds__(GH_PART_THREADS, 3)
     region_scatter<false>(t, shift, 1u << shift, nullptr, nullptr, words_in, 0, seg_off, cursor, words_out, nullptr);
 }
 
-// The key field of a slot in shared memory, read once (other threads of the
-// block change slots with atomics meanwhile).
 // The keys of a bucket in shared memory, read with 16-byte loads that other
 // threads' CASes may land between (hence volatile).
 __device__ __forceinline__ void shared_bucket_keys(const View::raw* bucket, u64 (&k)[View::SLOTS]) {
@@ -868,8 +866,9 @@ extern "C" __global__ void __launch_bounds__(GH_PART_THREADS, 3)
                         &ins))) {
         // The plain rules with shared-memory atomics.
         if (threadIdx.x == 0) spill_count[r] = 0;
-        // The next word is loaded while this one is placed (one load in
-        // flight per thread hides most of its latency).
+        // The next word is loaded while this one is placed (measured: no
+        // faster than loading each in turn, 0.36 against 0.37 ms for the
+        // aggregation's build; the probe, not the load, bounds this loop).
         raw next = begin + threadIdx.x < end ? words[begin + threadIdx.x] : W::empty();
         for (u32 j = begin + threadIdx.x; j < end; j += blockDim.x) {
             const raw desired = next;

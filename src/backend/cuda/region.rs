@@ -535,7 +535,7 @@ impl<K: Key, V: Value> CudaTable<K, V> {
         let mut out = RawInsert { inserted, existing, failed: Vec::new() };
         if ndeferred > 0 {
             Trace::mark(&mut trace, &self.stream, "counted");
-            out = self.insert_deferred(keys, mode, &mut taken.scratch, ndeferred, out, &mut trace)?;
+            out = self.insert_deferred(&rk.insert_wide, keys, mode, &mut taken.scratch, ndeferred, out, &mut trace)?;
             Trace::mark(&mut trace, &self.stream, "positions");
         }
         Trace::report(trace, n, &plan, ndeferred);
@@ -545,8 +545,10 @@ impl<K: Key, V: Value> CudaTable<K, V> {
     /// The deferred pairs of a region build, unpacked on the device, through
     /// the plain kernel; adds its outcome to `out`. The positions of the keys
     /// the table refuses are found by searching the batch for them.
+    #[allow(clippy::too_many_arguments)] // the build's state, handed over
     fn insert_deferred(
         &mut self,
+        wide: &CudaFunction,
         keys: &CudaView<'_, K>,
         mode: InsertMode,
         s: &mut RegionScratch,
@@ -576,9 +578,7 @@ impl<K: Key, V: Value> CudaTable<K, V> {
         // Safety: arguments match gh_unpack_pairs; the list holds nd words.
         unsafe { b.launch(super::grid(ndeferred, self.sms)) }.map_err(|err| self.err(err))?;
         Trace::mark(trace, &self.stream, "unpack");
-        // A warp per key: these keys' sequences are the table's longest.
-        let kernels = self.kernels.clone();
-        let wide = &kernels.region.as_ref().expect("a region build ran").insert_wide;
+        // A warp per key (gh_insert_wide): these keys' sequences are the table's longest.
         let rest = self.insert_with(wide, super::grid(ndeferred * 32, self.sms), &dk.as_view(), &dv.as_view(), mode)?;
         Trace::mark(trace, &self.stream, "deferred");
         out.inserted += rest.inserted;
