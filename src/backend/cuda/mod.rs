@@ -440,20 +440,16 @@ impl<K: Key, V: Value> CudaTable<K, V> {
         self.collect_positions(keys, expected, None)
     }
 
-    /// The positions of `keys` that hold one of `refused` (the keys a call
-    /// failed to store, in any order): a search of the batch, not a lookup
-    /// of every key in the table.
-    fn positions_of(&mut self, keys: &CudaView<'_, K>, mut refused: Vec<K>) -> Result<Vec<usize>> {
-        refused.sort_unstable();
-        refused.dedup();
-        let sorted = self.upload(&refused)?;
-        self.collect_positions(keys, refused.len() as u64, Some(&sorted))
-    }
-
     /// Positions of `keys` absent from the table (`among` is None) or equal to
-    /// an entry of the ascending `among`; about `expected` of them, more when
-    /// a key is repeated in the batch, and then a second pass takes them all.
-    fn collect_positions(&mut self, keys: &CudaView<'_, K>, expected: u64, among: Option<&CudaSlice<K>>) -> Result<Vec<usize>> {
+    /// an entry of the ascending `among.0`, searched by `among.1`
+    /// (gh_region_positions); about `expected` of them, more when a key is
+    /// repeated in the batch, and then a second pass takes them all.
+    fn collect_positions(
+        &mut self,
+        keys: &CudaView<'_, K>,
+        expected: u64,
+        among: Option<(&CudaSlice<K>, &CudaFunction)>,
+    ) -> Result<Vec<usize>> {
         let n = keys.len() as u64;
         let mut cap = expected.clamp(1, n.max(1));
         loop {
@@ -468,12 +464,14 @@ impl<K: Key, V: Value> CudaTable<K, V> {
                     // Safety: arguments match gh_collect_absent.
                     unsafe { b.launch(grid(n, self.sms)) }.map_err(|e| self.err(e))?;
                 }
-                Some(sorted) => {
+                Some((sorted, search)) => {
                     let m = sorted.len() as u64;
-                    let mut b = self.stream.launch_builder(&self.kernels.positions_of);
+                    let mut b = self.stream.launch_builder(search);
                     b.arg(&view).arg(keys).arg(&n).arg(sorted).arg(&m).arg(&mut out).arg(&cap);
-                    // Safety: arguments match gh_positions_of; `sorted` holds m keys.
-                    unsafe { b.launch(grid(n, self.sms)) }.map_err(|e| self.err(e))?;
+                    // A thread searches POS_BATCH keys (kernels/bulk.cu).
+                    let cfg = grid(n.div_ceil(4), self.sms);
+                    // Safety: arguments match gh_region_positions; `sorted` holds m keys.
+                    unsafe { b.launch(cfg) }.map_err(|e| self.err(e))?;
                 }
             }
             let found = self.read_meta()?[3];

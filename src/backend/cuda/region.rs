@@ -124,18 +124,27 @@ pub(crate) struct RegionKernels {
     spill: CudaFunction,
     /// gh_insert with a warp per key, for the deferred keys.
     insert_wide: CudaFunction,
+    /// Where the keys the table refused sit in the batch.
+    positions: CudaFunction,
 }
 
 impl RegionKernels {
     pub(crate) fn load(module: &Arc<CudaModule>) -> std::result::Result<Option<Self>, DriverError> {
-        let names =
-            ["gh_region_hist", "gh_region_scan", "gh_region_scatter1", "gh_region_scatter2", "gh_region_spill", "gh_insert_wide"];
+        let names = [
+            "gh_region_hist",
+            "gh_region_scan",
+            "gh_region_scatter1",
+            "gh_region_scatter2",
+            "gh_region_spill",
+            "gh_insert_wide",
+            "gh_region_positions",
+        ];
         let Ok(build) = module.load_function("gh_region_build") else {
             return Ok(None);
         };
-        let [hist, scan, scatter1, scatter2, spill, insert_wide] = names.map(|n| module.load_function(n));
-        let (hist, scan, scatter1, scatter2, spill, insert_wide) =
-            (hist?, scan?, scatter1?, scatter2?, spill?, insert_wide?);
+        let [hist, scan, scatter1, scatter2, spill, insert_wide, positions] = names.map(|n| module.load_function(n));
+        let (hist, scan, scatter1, scatter2, spill, insert_wide, positions) =
+            (hist?, scan?, scatter1?, scatter2?, spill?, insert_wide?, positions?);
         // A region, a scatter tile and the histogram of 2^14 regions or more
         // exceed the default 48 KiB of shared memory a launch may use.
         let max = CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES;
@@ -146,7 +155,7 @@ impl RegionKernels {
         for f in [&scatter1, &scatter2] {
             f.set_attribute(max, most as i32)?;
         }
-        Ok(Some(RegionKernels { hist, scan, scatter1, scatter2, build, spill, insert_wide }))
+        Ok(Some(RegionKernels { hist, scan, scatter1, scatter2, build, spill, insert_wide, positions }))
     }
 }
 
@@ -535,7 +544,7 @@ impl<K: Key, V: Value> CudaTable<K, V> {
         let mut out = RawInsert { inserted, existing, failed: Vec::new() };
         if ndeferred > 0 {
             Trace::mark(&mut trace, &self.stream, "counted");
-            out = self.insert_deferred(&rk.insert_wide, keys, mode, &mut taken.scratch, ndeferred, out, &mut trace)?;
+            out = self.insert_deferred(rk, keys, mode, &mut taken.scratch, ndeferred, out, &mut trace)?;
             Trace::mark(&mut trace, &self.stream, "positions");
         }
         Trace::report(trace, n, &plan, ndeferred);
@@ -548,7 +557,7 @@ impl<K: Key, V: Value> CudaTable<K, V> {
     #[allow(clippy::too_many_arguments)] // the build's state, handed over
     fn insert_deferred(
         &mut self,
-        wide: &CudaFunction,
+        rk: &RegionKernels,
         keys: &CudaView<'_, K>,
         mode: InsertMode,
         s: &mut RegionScratch,
@@ -579,16 +588,26 @@ impl<K: Key, V: Value> CudaTable<K, V> {
         unsafe { b.launch(super::grid(ndeferred, self.sms)) }.map_err(|err| self.err(err))?;
         Trace::mark(trace, &self.stream, "unpack");
         // A warp per key (gh_insert_wide): these keys' sequences are the table's longest.
-        let rest = self.insert_with(wide, super::grid(ndeferred * 32, self.sms), &dk.as_view(), &dv.as_view(), mode)?;
+        let rest = self.insert_with(&rk.insert_wide, super::grid(ndeferred * 32, self.sms), &dk.as_view(), &dv.as_view(), mode)?;
         Trace::mark(trace, &self.stream, "deferred");
         out.inserted += rest.inserted;
         out.existing += rest.existing;
         if !rest.failed.is_empty() {
             let refused = self.gather_keys(&dk.as_view(), &rest.failed)?;
-            out.failed = self.positions_of(keys, refused)?;
+            out.failed = self.positions_of(&rk.positions, keys, refused)?;
             out.failed.sort_unstable();
         }
         Ok(out)
+    }
+
+    /// The positions of `keys` that hold one of `refused` (the keys a build
+    /// failed to store, in any order): a search of the batch, not a lookup
+    /// of every key in the table.
+    fn positions_of(&mut self, search: &CudaFunction, keys: &CudaView<'_, K>, mut refused: Vec<K>) -> Result<Vec<usize>> {
+        refused.sort_unstable();
+        refused.dedup();
+        let sorted = self.upload(&refused)?;
+        self.collect_positions(keys, refused.len() as u64, Some((&sorted, search)))
     }
 }
 
