@@ -468,8 +468,11 @@ impl<K: Key, V: Value> CudaTable<K, V> {
                     let m = sorted.len() as u64;
                     let mut b = self.stream.launch_builder(search);
                     b.arg(&view).arg(keys).arg(&n).arg(sorted).arg(&m).arg(&mut out).arg(&cap);
-                    // A thread searches POS_BATCH keys (kernels/bulk.cu).
-                    let cfg = grid(n.div_ceil(4), self.sms);
+                    // As many blocks as are resident at once (8 of 256 threads an SM),
+                    // each thread loading 8 keys a step (POS_BATCH): each block first
+                    // stages the refused keys.
+                    let blocks = n.div_ceil(8 * BLOCK as u64).clamp(1, self.sms * 8);
+                    let cfg = LaunchConfig { grid_dim: (blocks as u32, 1, 1), block_dim: (BLOCK, 1, 1), shared_mem_bytes: 0 };
                     // Safety: arguments match gh_region_positions; `sorted` holds m keys.
                     unsafe { b.launch(cfg) }.map_err(|e| self.err(e))?;
                 }

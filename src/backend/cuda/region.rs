@@ -89,6 +89,8 @@ const MAX_REGIONS: u64 = 1 << 24;
 /// Partition blocks per SM: as many as are resident at a time (equal
 /// slices, so one wave).
 const PART_BLOCKS_PER_SM: u64 = 3;
+/// Pass-2 blocks, in waves of `PART_BLOCKS_PER_SM` blocks an SM.
+const SCATTER2_WAVES: u64 = 1;
 /// Most regions the histogram counts in shared memory (128 KiB); larger
 /// tables count with a global atomic per key.
 const LOCAL_HIST_REGIONS: u64 = 1 << 15;
@@ -190,6 +192,16 @@ fn one_pass_regions() -> u64 {
     })
 }
 
+/// Waves of pass-2 blocks: `SCATTER2_WAVES`, or the value of
+/// `GPUHASH_REGION_WAVES2`, for measuring how finely pass 2 splits its bins.
+fn scatter2_waves() -> u64 {
+    static N: OnceLock<u64> = OnceLock::new();
+    *N.get_or_init(|| {
+        let set = std::env::var("GPUHASH_REGION_WAVES2").ok().and_then(|v| v.parse::<u64>().ok());
+        set.unwrap_or(SCATTER2_WAVES).clamp(1, 64)
+    })
+}
+
 impl Plan {
     fn new(n: u64, regions: u64, sms: u64, word_bytes: usize, two_pass: bool) -> Plan {
         // Two digits of about equal width: a few hundred bins per pass for
@@ -199,7 +211,7 @@ impl Plan {
         let bins1 = regions.div_ceil(1 << shift);
         let blocks = (sms * PART_BLOCKS_PER_SM).max(1);
         let parts1 = n.div_ceil(tile(word_bytes)).clamp(1, blocks);
-        let parts2 = (blocks / bins1).max(1);
+        let parts2 = (blocks * scatter2_waves() / bins1).max(1);
         Plan { regions, shift, bins1, parts1, parts2 }
     }
 
