@@ -396,7 +396,7 @@ extern "C" __global__ void __launch_bounds__(GH_PART_THREADS)
     __syncthreads();
     u64 lo, hi;
     part_range(0, n, blockIdx.x, gridDim.x, &lo, &hi);
-    constexpr u32 U = 8;  // keys in flight per thread (4 u64 keys: 252 us for 2^26 at one block an SM)
+    constexpr u32 U = sizeof(K) == 4 ? 8 : 4;  // keys in flight per thread (8 u64 keys measured no faster)
     for (u64 i = lo + threadIdx.x; i < hi; i += U * blockDim.x) {
         K key[U];
 #pragma unroll
@@ -848,45 +848,57 @@ extern "C" __global__ void __launch_bounds__(GH_PART_THREADS, 3)
                         &ins))) {
         // The plain rules with shared-memory atomics.
         if (threadIdx.x == 0) spill_count[r] = 0;
-        // One word per step: the probe, not the load, bounds this loop
-        // (loading the next word ahead measured no faster).
-        for (u32 j = begin + threadIdx.x; j < end; j += blockDim.x) {
-            const raw desired = words[j];
-            const u64 k = W::key(desired);
-            const V value = gh::from_bits<V>(W::value(desired));
-            int res = gh::FAILED;
-            u64 b = t.home(k) - first;
-            for (u64 step = 0; step < t.limit && b < nb && res == gh::FAILED; ++step, ++b) {
-                raw* bucket = region + b * View::SLOTS;
-                // The whole bucket at once: a copy of the key in it, else its
-                // first EMPTY slot (keys are never past an EMPTY slot of
-                // their sequence, and no slot becomes EMPTY during a build).
-                while (true) {
-                    u64 kk[View::SLOTS];
-                    shared_bucket_keys(bucket, kk);
-                    int hit = -1, open = -1;
-#pragma unroll
-                    for (int s = View::SLOTS - 1; s >= 0; --s) {
-                        if (kk[s] == k) hit = s;
-                        if (kk[s] == W::EMPTY_KEY) open = s;
-                    }
-                    if (hit >= 0) {
-                        t.update_value(&bucket[hit], value, mode, op);
-                        res = gh::EXISTING;
-                        break;
-                    }
-                    if (open < 0) break;  // full: the next bucket
-                    if (W::eq(W::cas(&bucket[open], W::empty(), desired), W::empty())) {
-                        res = gh::INSERTED;
-                        break;
-                    }
-                    // Another thread took the slot (perhaps with this key): read again.
-                }
+        // One bucket per step, each lane on its own key: a lane whose key
+        // settles takes its next word at the next step, so a warp does not
+        // wait on its lanes with the longest sequences (a loop per key ran
+        // each warp's steps as often as its slowest key needed). The next
+        // word is loaded while the current one is placed.
+        u32 j = begin + threadIdx.x;
+        raw next = j < end ? words[j] : W::empty();
+        raw desired = W::empty();
+        u32 b = 0, step = 0;   // the bucket in the region, and buckets passed
+        bool placing = false;  // this lane holds a key not yet settled
+        while (true) {
+            if (!placing) {
+                if (j >= end) break;
+                desired = next;
+                j += blockDim.x;
+                if (j < end) next = words[j];
+                b = (u32)(t.home(W::key(desired)) - first);
+                step = 0;
+                placing = true;
             }
-            ins += res == gh::INSERTED;
-            ex += res == gh::EXISTING;
-            // Not settled inside the region: the plain kernel continues the sequence.
-            if (res == gh::FAILED) deferred[atomicAdd(&t.meta->counters[2], 1ull)] = desired;
+            if (step >= t.limit || b >= nb) {
+                // Not settled inside the region: the plain kernel continues the sequence.
+                deferred[atomicAdd(&t.meta->counters[2], 1ull)] = desired;
+                placing = false;
+                continue;
+            }
+            // The whole bucket at once: a copy of the key in it, else its
+            // first EMPTY slot (keys are never past an EMPTY slot of their
+            // sequence, and no slot becomes EMPTY during a build).
+            raw* bucket = region + b * View::SLOTS;
+            const u64 k = W::key(desired);
+            u64 kk[View::SLOTS];
+            shared_bucket_keys(bucket, kk);
+            int hit = -1, open = -1;
+#pragma unroll
+            for (int s = View::SLOTS - 1; s >= 0; --s) {
+                if (kk[s] == k) hit = s;
+                if (kk[s] == W::EMPTY_KEY) open = s;
+            }
+            if (hit >= 0) {
+                t.update_value(&bucket[hit], gh::from_bits<V>(W::value(desired)), mode, op);
+                ++ex;
+                placing = false;
+            } else if (open < 0) {
+                ++b;  // full: the next bucket
+                ++step;
+            } else if (W::eq(W::cas(&bucket[open], W::empty(), desired), W::empty())) {
+                ++ins;
+                placing = false;
+            }
+            // Else another thread took the slot (perhaps with this key): read the bucket again.
         }
     }
     __syncthreads();

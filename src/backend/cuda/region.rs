@@ -89,8 +89,11 @@ const MAX_REGIONS: u64 = 1 << 24;
 /// Partition blocks per SM: as many as are resident at a time (equal
 /// slices, so one wave).
 const PART_BLOCKS_PER_SM: u64 = 3;
-/// Pass-2 blocks, in waves of `PART_BLOCKS_PER_SM` blocks an SM.
-const SCATTER2_WAVES: u64 = 1;
+/// Pass-2 blocks, in waves of `PART_BLOCKS_PER_SM` blocks an SM: slices
+/// small enough to even out the bins' sizes (measured on an H200: 8 waves
+/// against 1 took u64 inserts' pass 2 from 0.79 to 0.65 ms, u32's from 0.88
+/// to 0.82).
+const SCATTER2_WAVES: u64 = 8;
 /// Most regions the histogram counts in shared memory (128 KiB); larger
 /// tables count with a global atomic per key.
 const LOCAL_HIST_REGIONS: u64 = 1 << 15;
@@ -211,7 +214,8 @@ impl Plan {
         let bins1 = regions.div_ceil(1 << shift);
         let blocks = (sms * PART_BLOCKS_PER_SM).max(1);
         let parts1 = n.div_ceil(tile(word_bytes)).clamp(1, blocks);
-        let parts2 = (blocks * scatter2_waves() / bins1).max(1);
+        // No more parts of a pass-1 bin than it has tiles, on average.
+        let parts2 = (blocks * scatter2_waves() / bins1).min(n.div_ceil(bins1 * tile(word_bytes))).max(1);
         Plan { regions, shift, bins1, parts1, parts2 }
     }
 
@@ -674,7 +678,8 @@ mod tests {
         let p = Plan::new(1 << 26, 1 << 14, 132, 8, false);
         assert_eq!((p.shift, p.bins1), (7, 128));
         assert_eq!(p.parts1, 396, "one wave of three blocks per SM");
-        assert_eq!(p.parts2, 3);
+        assert_eq!(p.parts2, 24, "eight waves of pass-2 blocks");
+        assert_eq!(Plan::new(1 << 20, 1 << 14, 132, 8, false).parts2, 2, "no more parts than tiles");
         // Regions not a power of two: the last pass-1 bin is partial.
         let p = Plan::new(1 << 20, 1000, 132, 16, false);
         assert_eq!((p.shift, p.bins1), (5, 32));
