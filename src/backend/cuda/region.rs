@@ -55,8 +55,9 @@
 //! `GPUHASH_REGION_TRACE=1` prints the device milliseconds of each phase of
 //! every region build to stderr; `GPUHASH_REGION_TWO_PASS=1` takes the
 //! two-pass partition for tables of three regions or more (the tests' tables
-//! would otherwise take one), and `GPUHASH_REGION_ONE_PASS=N` one pass for
-//! up to N regions (at most 4096).
+//! would otherwise take one), `GPUHASH_REGION_ONE_PASS=N` one pass for up
+//! to N regions (at most 4096), and `GPUHASH_REGION_WAVES2=N` runs pass 2 in
+//! N waves of blocks (default 8, at most 64): knobs for measuring.
 
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
