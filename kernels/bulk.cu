@@ -464,6 +464,19 @@ __device__ __forceinline__ int block_max_exclusive(int x, int* scratch, int lowe
     return block_exclusive<int>(x, scratch, lowest, Max(), &total);
 }
 
+// Splits a[0..len) into runs of consecutive entries, one per thread, in
+// order: [*first, *last) is this thread's. Returns the sum of the runs before
+// it; *total gets the sum of all. All threads call it.
+__device__ __forceinline__ u32 block_runs_scan(const u32* a, u32 len, u32* first, u32* last, u32* total) {
+    __shared__ u32 warp_sums[32];
+    const u32 per = (len + blockDim.x - 1) / blockDim.x;
+    *first = min(len, threadIdx.x * per);
+    *last = min(len, *first + per);
+    u32 own = 0;
+    for (u32 j = *first; j < *last; ++j) own += a[j];
+    return block_scan(own, warp_sums, total);
+}
+
 // offsets[j] = counts[0] + ... + counts[j - 1] for j <= regions, and
 // cursor[j] = offsets[j] for j < regions. With two passes (shift > 0) also
 // the pass-1 bins: seg_off[s] = offsets[s << shift] for s < bins1 and
@@ -471,16 +484,11 @@ __device__ __forceinline__ int block_max_exclusive(int x, int* scratch, int lowe
 // threads: regions are at most a few tens of thousands.
 extern "C" __global__ void __launch_bounds__(1024)
     gh_region_scan(const u32* counts, u32 regions, u32 shift, u32* offsets, u32* cursor, u32* seg_off, u32* cursor1) {
-    __shared__ u32 warp_sums[32];
     const u32 low = (1u << shift) - 1;
     // Each thread a run of consecutive regions: one block-wide scan in all
     // (a scan per 1024 regions took 32 us for 2^15 regions).
-    const u32 per = (regions + blockDim.x - 1) / blockDim.x;
-    const u32 first = min(regions, threadIdx.x * per), last = min(regions, first + per);
-    u32 own = 0;
-    for (u32 j = first; j < last; ++j) own += counts[j];
-    u32 total;
-    u32 excl = block_scan(own, warp_sums, &total);
+    u32 first, last, total;
+    u32 excl = block_runs_scan(counts, regions, &first, &last, &total);
     for (u32 j = first; j < last; ++j) {
         offsets[j] = excl;
         cursor[j] = excl;
@@ -499,13 +507,8 @@ extern "C" __global__ void __launch_bounds__(1024)
 // In-place exclusive prefix sums of a[0..len) (len <= 8 * blockDim.x) by the
 // whole block; returns the total to every thread.
 __device__ __forceinline__ u32 block_exclusive_scan(u32* a, u32 len) {
-    __shared__ u32 warp_sums[32];
-    const u32 per = (len + blockDim.x - 1) / blockDim.x;  // consecutive entries per thread
-    const u32 first = min(len, threadIdx.x * per), last = min(len, first + per);
-    u32 own = 0;
-    for (u32 j = first; j < last; ++j) own += a[j];
-    u32 total;
-    u32 run = block_scan(own, warp_sums, &total);
+    u32 first, last, total;
+    u32 run = block_runs_scan(a, len, &first, &last, &total);
     for (u32 j = first; j < last; ++j) {
         const u32 c = a[j];
         a[j] = run;
