@@ -253,7 +253,9 @@ impl<K: Key, V: Value> CudaTable<K, V> {
         self.kernel_view()
     }
 
-    /// The view for this crate's own kernels (see `pristine`).
+    /// The view without ending `pristine`: for this crate's kernels that do
+    /// not store keys (writers take `view`; the region build reads and ends
+    /// `pristine` itself).
     fn kernel_view(&self) -> DeviceView {
         let slots = self.slots.device_ptr(&self.stream);
         let (meta, _g2) = self.meta.device_ptr(&self.stream);
@@ -371,8 +373,7 @@ impl<K: Key, V: Value> CudaTable<K, V> {
         }
         self.reset_counters()?;
         let (m, op) = mode_codes(mode);
-        let view = self.kernel_view();
-        self.pristine.store(false, Ordering::Relaxed);
+        let view = self.view(); // the kernel writes: the table is no longer known EMPTY
         let cap = FAILED_CAP as u64;
         let base = 0u64;
         let mut b = self.stream.launch_builder(kernel);

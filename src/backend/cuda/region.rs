@@ -190,20 +190,19 @@ fn force_two_pass() -> bool {
 /// measuring where one pass stops paying.
 fn one_pass_regions() -> u64 {
     static N: OnceLock<u64> = OnceLock::new();
-    *N.get_or_init(|| {
-        let set = std::env::var("GPUHASH_REGION_ONE_PASS").ok().and_then(|v| v.parse::<u64>().ok());
-        set.map_or(ONE_PASS_REGIONS, |n| n.min(1 << 12))
-    })
+    *N.get_or_init(|| env_number("GPUHASH_REGION_ONE_PASS").map_or(ONE_PASS_REGIONS, |n| n.min(1 << 12)))
 }
 
 /// Waves of pass-2 blocks: `SCATTER2_WAVES`, or the value of
 /// `GPUHASH_REGION_WAVES2`, for measuring how finely pass 2 splits its bins.
 fn scatter2_waves() -> u64 {
     static N: OnceLock<u64> = OnceLock::new();
-    *N.get_or_init(|| {
-        let set = std::env::var("GPUHASH_REGION_WAVES2").ok().and_then(|v| v.parse::<u64>().ok());
-        set.unwrap_or(SCATTER2_WAVES).clamp(1, 64)
-    })
+    *N.get_or_init(|| env_number("GPUHASH_REGION_WAVES2").unwrap_or(SCATTER2_WAVES).clamp(1, 64))
+}
+
+/// The number a measuring knob is set to, if it is set to one.
+fn env_number(var: &str) -> Option<u64> {
+    std::env::var(var).ok().and_then(|v| v.parse().ok())
 }
 
 impl Plan {

@@ -357,8 +357,7 @@ impl<K: Key, V: Value> CudaTable<K, V> {
         let chunk = chunk_keys(STAGING_BYTES, &[ks, vs]);
         self.reset_counters()?;
         let (m, op) = mode_codes(mode);
-        let view = self.kernel_view();
-        self.pristine.store(false, std::sync::atomic::Ordering::Relaxed);
+        let view = self.view(); // the kernel writes: the table is no longer known EMPTY
         let failed = {
             let (ptr, _record) = self.failed.device_ptr(&self.stream);
             ptr
