@@ -47,13 +47,30 @@ pub enum Error {
         /// Where (for example "cpu" or "cuda:0").
         device: String,
     },
-    /// With growth off, some keys found no free slot within the probe limit.
-    /// Everything else in the batch was stored.
+    /// With growth off, some keys found no free slot within the probe limit
+    /// (after the table reclaimed its tombstones, if it had any). Everything
+    /// else in the batch was stored.
     #[error(
         "table full: {} of the batch's keys were not stored ({} new, {} existing were)",
         .0.positions.len(), .0.report.inserted, .0.report.existing
     )]
     TableFull(Box<NotStored>),
+    /// With growth on, a bulk insert needed to grow the table part-way
+    /// through and could not (`cause`, usually [`Error::OutOfMemory`]).
+    /// Keys stored before the call stay stored; of the batch, exactly the
+    /// positions in `not_stored` were not stored, everything else was. The
+    /// table is usable, at its old size. (When the call could store nothing,
+    /// it returns `cause` itself and the table is unchanged.)
+    #[error(
+        "the table could not grow ({cause}): {} of the batch's keys were not stored ({} new, {} existing were)",
+        not_stored.positions.len(), not_stored.report.inserted, not_stored.report.existing
+    )]
+    GrowthFailed {
+        /// Why growing failed.
+        cause: Box<Error>,
+        /// What the call stored and which positions it did not.
+        not_stored: Box<NotStored>,
+    },
     /// A rehash could not place every key within the probe limit; the table
     /// was left as it was.
     #[error("rehash into {slots} slots left {unplaced} keys without a slot within the probe limit")]
@@ -84,7 +101,20 @@ pub enum Error {
     Unsupported(String),
 }
 
-/// The keys a bulk insert could not store (growth off, table full).
+impl Error {
+    /// The keys a bulk insert did not store, for [`Error::TableFull`] and
+    /// [`Error::GrowthFailed`]; `None` for every other error.
+    pub fn not_stored(&self) -> Option<&NotStored> {
+        match self {
+            Error::TableFull(n) => Some(n),
+            Error::GrowthFailed { not_stored, .. } => Some(not_stored),
+            _ => None,
+        }
+    }
+}
+
+/// The keys a bulk insert could not store (a full table with growth off, or
+/// a table that could not grow).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NotStored {
     /// What the call did store.

@@ -310,6 +310,23 @@ impl<K: Key, V: Value> HashTable<K, V> {
 
     /// Makes room for `additional` more keys without passing the maximum
     /// load factor (rehashing now if needed, even with growth off).
+    ///
+    /// What it guarantees, on every scheme: `additional` more distinct keys
+    /// leave the table at most at its maximum load factor, so they cause no
+    /// growth by load; any rehash happens now. Whether each such key then
+    /// finds a slot depends on how far the scheme may place it:
+    ///
+    /// * [`Scheme::Linear`] and [`Scheme::Hashinator`]: a key is refused only
+    ///   if its probe run passes the probe limit (1024 buckets by default);
+    ///   a table whose limit covers every bucket refuses none while a slot
+    ///   is free.
+    /// * [`Scheme::RobinHood`] (a cap of 32 buckets), [`Scheme::Cuckoo`] and
+    ///   [`Scheme::TwoLevel`] (2 or 3 candidate buckets, eviction walks of 16
+    ///   steps, a stash of 32 pairs or a region rebuild): placement is
+    ///   bounded, so near the maximum load a few keys may find no slot.
+    ///
+    /// Such a key grows the table when growth is on; with growth off it is
+    /// reported in [`Error::TableFull`], never lost.
     pub fn reserve(&mut self, additional: u64) -> Result<()> {
         let want = self.len().saturating_add(additional);
         if self.backend.used().saturating_add(additional) > load_limit(self.capacity(), self.max_load) {
@@ -424,16 +441,36 @@ impl<K: Key, V: Value> HashTable<K, V> {
     fn insert_batch(&mut self, keys: &[K], values: &[V], mode: InsertMode) -> Result<InsertReport> {
         if !self.growth {
             let out = self.backend.insert(keys, values, mode)?;
+            let out = self.reclaim_and_retry(keys, values, out, mode);
             return not_stored(keys, out);
         }
+        let mut p = Progress::default();
+        match self.insert_growing(keys, values, mode, &mut p) {
+            Ok(()) => Ok(p.report),
+            // Nothing of the batch was stored: the table is as it was.
+            Err(cause) if p.done == 0 => Err(cause),
+            Err(cause) => {
+                let mut positions = p.pending;
+                positions.extend(p.done..keys.len());
+                positions.sort_unstable();
+                let keys = positions.iter().map(|&i| keys[i].to_u64()).collect();
+                let not_stored = Box::new(NotStored { report: p.report, positions, keys });
+                Err(Error::GrowthFailed { cause: Box::new(cause), not_stored })
+            }
+        }
+    }
+
+    /// The insert loop with growth on. Backend inserts store nothing when
+    /// they fail, so `p` always says exactly what the call stored: every
+    /// position below `p.done` but those in `p.pending`.
+    fn insert_growing(&mut self, keys: &[K], values: &[V], mode: InsertMode, p: &mut Progress) -> Result<()> {
         let n = keys.len();
-        let mut report = InsertReport::default();
-        let mut pos = 0;
         // Fraction of recent keys that were new: sizes the next chunk so the
         // table passes its maximum load only between chunks, and lets
         // aggregation workloads (mostly existing keys) run in few chunks.
         let mut new_fraction = 1.0f64;
-        while pos < n {
+        while p.done < n {
+            let pos = p.done;
             let slots = self.capacity();
             let limit = load_limit(slots, self.max_load);
             let used = self.backend.used();
@@ -447,50 +484,71 @@ impl<K: Key, V: Value> HashTable<K, V> {
             let chunk = (n - pos).min(est.max(slack).max(1) as usize);
             let (k, v) = (&keys[pos..pos + chunk], &values[pos..pos + chunk]);
             let out = self.backend.insert(k, v, mode)?;
-            report += InsertReport { inserted: out.inserted, existing: out.existing };
+            p.report += InsertReport { inserted: out.inserted, existing: out.existing };
+            p.pending = out.failed.iter().map(|&i| pos + i).collect();
+            p.done = pos + chunk;
             new_fraction = out.inserted as f64 / chunk as f64;
-            if !out.failed.is_empty() {
-                report += self.place_failed(k, v, pos, &out.failed, mode)?;
-            }
-            pos += chunk;
+            self.place_pending(keys, values, mode, p)?;
         }
         if self.backend.used() > load_limit(self.capacity(), self.max_load) {
-            self.grow_for(self.len())?;
+            match self.grow_for(self.len()) {
+                // Every key is stored; the table sits above its maximum load
+                // until the next insert manages to grow it.
+                Err(Error::OutOfMemory { .. }) => {}
+                other => other?,
+            }
         }
-        Ok(report)
+        Ok(())
     }
 
-    /// Grows and retries keys that found no slot (growth on).
-    fn place_failed(
-        &mut self,
-        keys: &[K],
-        values: &[V],
-        offset: usize,
-        failed: &[usize],
-        mode: InsertMode,
-    ) -> Result<InsertReport> {
-        let mut k: Vec<K> = failed.iter().map(|&i| keys[i]).collect();
-        let mut v: Vec<V> = failed.iter().map(|&i| values[i]).collect();
-        let mut at: Vec<usize> = failed.iter().map(|&i| offset + i).collect();
-        let mut report = InsertReport::default();
+    /// Grows and retries the positions in `p.pending`, which found no slot.
+    fn place_pending(&mut self, keys: &[K], values: &[V], mode: InsertMode, p: &mut Progress) -> Result<()> {
         for _ in 0..16 {
-            self.rehash_into(capacity::grow_target(self.capacity(), self.len() + k.len() as u64, self.max_load))?;
-            let out = self.backend.insert(&k, &v, mode)?;
-            report += InsertReport { inserted: out.inserted, existing: out.existing };
-            if out.failed.is_empty() {
-                return Ok(report);
+            if p.pending.is_empty() {
+                return Ok(());
             }
-            k = out.failed.iter().map(|&i| k[i]).collect();
-            v = out.failed.iter().map(|&i| v[i]).collect();
-            at = out.failed.iter().map(|&i| at[i]).collect();
+            let grown = capacity::grow_target(self.capacity(), self.len() + p.pending.len() as u64, self.max_load);
+            self.rehash_into(grown)?;
+            let k: Vec<K> = p.pending.iter().map(|&i| keys[i]).collect();
+            let v: Vec<V> = p.pending.iter().map(|&i| values[i]).collect();
+            let out = self.backend.insert(&k, &v, mode)?;
+            p.report += InsertReport { inserted: out.inserted, existing: out.existing };
+            p.pending = out.failed.iter().map(|&i| p.pending[i]).collect();
+        }
+        if p.pending.is_empty() {
+            return Ok(());
         }
         // Unreachable in practice: sixteen doublings always make room.
-        Err(Error::TableFull(Box::new(NotStored {
-            report,
-            positions: at,
-            keys: k.iter().map(|x| x.to_u64()).collect(),
-        })))
+        Err(Error::RehashFailed { slots: self.capacity(), unplaced: p.pending.len() as u64 })
     }
+
+    /// With growth off: when keys found no slot while the table holds
+    /// tombstones, reclaims them (in place, at the same capacity) and tries
+    /// those keys again, so a table refuses keys only when live keys really
+    /// fill it. Anything that goes wrong while reclaiming leaves the first
+    /// outcome standing (the cleaning never loses a key).
+    fn reclaim_and_retry(&mut self, keys: &[K], values: &[V], mut out: RawInsert, mode: InsertMode) -> RawInsert {
+        if out.failed.is_empty() || self.backend.tombstones() == 0 || self.backend.clean_tombstones().is_err() {
+            return out;
+        }
+        let k: Vec<K> = out.failed.iter().map(|&i| keys[i]).collect();
+        let v: Vec<V> = out.failed.iter().map(|&i| values[i]).collect();
+        if let Ok(again) = self.backend.insert(&k, &v, mode) {
+            out.inserted += again.inserted;
+            out.existing += again.existing;
+            out.failed = again.failed.iter().map(|&i| out.failed[i]).collect();
+        }
+        out
+    }
+}
+
+/// How far a bulk insert with growth on got: positions below `done` were
+/// tried, and all of them but `pending` (ascending) are stored.
+#[derive(Default)]
+struct Progress {
+    report: InsertReport,
+    done: usize,
+    pending: Vec<usize>,
 }
 
 fn not_stored<K: Key>(keys: &[K], out: RawInsert) -> Result<InsertReport> {

@@ -44,7 +44,11 @@ mod tests {
     #[test]
     fn committed_header_matches_the_rust_constants() {
         let path = concat!(env!("CARGO_MANIFEST_DIR"), "/kernels/gpuhash_constants.cuh");
-        let committed = std::fs::read_to_string(path).unwrap_or_default();
+        // A test binary run away from the sources (the GPU bundle) has nothing to compare.
+        let Ok(committed) = std::fs::read_to_string(path) else {
+            println!("skipped: {path} is not here (this binary runs outside the source tree)");
+            return;
+        };
         let expected = super::cuda_header();
         if committed != expected {
             if std::env::var_os("GPUHASH_BLESS").is_some() {

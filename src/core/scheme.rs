@@ -196,6 +196,17 @@ impl Scheme {
         !matches!(self, Scheme::Cuckoo | Scheme::TwoLevel)
     }
 
+    /// Whether a key an insert refused stays refused for the rest of that
+    /// bulk call, so the call's refused positions are exactly those of the
+    /// keys left absent. True for the probing schemes, where slots only fill
+    /// during an insert. Cuckoo eviction walks and two-level region rebuilds
+    /// may place a key after refusing an earlier copy of it in the same batch,
+    /// and Robin Hood's cascades depend on which keys are in the way, so for
+    /// those schemes every refused position must be recorded as it happens.
+    pub const fn refusals_are_final(self) -> bool {
+        matches!(self, Scheme::Linear | Scheme::Hashinator { .. })
+    }
+
     /// Whether an insert may use every slot when its probe limit covers the
     /// whole table (linear schemes); cuckoo tables refuse keys earlier.
     pub const fn fills_every_slot(self) -> bool {

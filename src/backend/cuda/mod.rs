@@ -37,8 +37,10 @@ use unified::Slots;
 
 /// Threads per block of the bulk kernels.
 const BLOCK: u32 = 256;
-/// Failed insert positions the kernel records directly; more are found by a
-/// second pass over the batch.
+/// Failed insert positions the kernel records directly. For schemes whose
+/// refusals are final ([`Scheme::refusals_are_final`]) more are found by a
+/// second pass over the batch (the keys left absent); the others record
+/// every position, in a buffer grown to the batch.
 const FAILED_CAP: usize = 1 << 16;
 /// `Meta` block in u64 words (see `kernels/gpuhash.cuh`).
 const META_WORDS: usize = 8;
@@ -371,10 +373,10 @@ impl<K: Key, V: Value> CudaTable<K, V> {
         if n == 0 {
             return Ok(RawInsert::default());
         }
+        let cap = self.failure_room(n)?;
         self.reset_counters()?;
         let (m, op) = mode_codes(mode);
         let view = self.view(); // the kernel writes: the table is no longer known EMPTY
-        let cap = FAILED_CAP as u64;
         let base = 0u64;
         let mut b = self.stream.launch_builder(kernel);
         b.arg(&view).arg(keys).arg(values).arg(&n).arg(&m).arg(&op).arg(&mut self.failed).arg(&cap).arg(&base);
@@ -390,11 +392,26 @@ impl<K: Key, V: Value> CudaTable<K, V> {
             self.stream.memcpy_dtoh(&self.failed.slice(0..nfailed as usize), &mut f).map_err(|e| self.err(e))?;
             f.into_iter().map(|i| i as usize).collect()
         } else {
+            debug_assert!(self.config.scheme.refusals_are_final(), "failure buffer sized to the batch");
             self.collect_absent(keys, nfailed)?
         };
         failed.sort_unstable();
         self.account_insert(&meta);
         Ok(RawInsert { inserted, existing, failed })
+    }
+
+    /// Makes the failure buffer hold every position an insert of `n` keys
+    /// must record (see [`FAILED_CAP`]) and returns its length. A
+    /// failed allocation keeps the old buffer and changes nothing.
+    fn failure_room(&mut self, n: u64) -> Result<u64> {
+        let want = if self.config.scheme.refusals_are_final() { FAILED_CAP } else { (n as usize).max(FAILED_CAP) };
+        let have = self.failed.len();
+        // Grown to the batch, or far larger than this batch needs: give the memory back.
+        if have < want || (have > FAILED_CAP && have / 4 > want) {
+            // Safety: written by the insert kernel before it is read.
+            self.failed = unsafe { self.stream.alloc::<u32>(want) }.map_err(|e| self.err(e))?;
+        }
+        Ok(self.failed.len() as u64)
     }
 
     /// Adds an insert's counters (`meta`) to the host-side counts.

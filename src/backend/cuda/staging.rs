@@ -32,7 +32,7 @@ use cudarc::driver::{
     result as cu, sys, CudaEvent, CudaSlice, CudaStream, DevicePtr, DriverError, PinnedHostSlice, PushKernelArg,
 };
 
-use super::{driver_error, mode_codes, CudaTable, FAILED_CAP};
+use super::{driver_error, mode_codes, CudaTable};
 use crate::backend::{InsertMode, RawInsert};
 use crate::core::keys::{Key, Value};
 use crate::Result;
@@ -355,6 +355,7 @@ impl<K: Key, V: Value> CudaTable<K, V> {
         let n = keys.len();
         let (ks, vs) = (size_of::<K>(), size_of::<V>());
         let chunk = chunk_keys(STAGING_BYTES, &[ks, vs]);
+        let cap = self.failure_room(n as u64)?;
         self.reset_counters()?;
         let (m, op) = mode_codes(mode);
         let view = self.view(); // the kernel writes: the table is no longer known EMPTY
@@ -362,7 +363,6 @@ impl<K: Key, V: Value> CudaTable<K, V> {
             let (ptr, _record) = self.failed.device_ptr(&self.stream);
             ptr
         };
-        let cap = FAILED_CAP as u64;
         let this = &*self;
         this.staging.with(&this.stream, |st| {
             st.run(
@@ -394,8 +394,10 @@ impl<K: Key, V: Value> CudaTable<K, V> {
             self.stream.synchronize().map_err(|e| self.err(e))?;
             f.into_iter().map(|i| i as usize).collect()
         } else {
-            // More failures than the buffer holds: a key that found no slot
-            // is exactly one left absent (slots only fill during an insert).
+            // More failures than the buffer holds (only for schemes whose
+            // refusals are final): a key that found no slot is exactly one
+            // left absent (slots only fill during an insert).
+            debug_assert!(self.config.scheme.refusals_are_final(), "failure buffer sized to the batch");
             let mut found = vec![false; n];
             self.contains_staged(keys, &mut found)?;
             found.iter().enumerate().filter(|(_, &f)| !f).map(|(i, _)| i).collect()
