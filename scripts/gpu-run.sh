@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Runs the gpuhash GPU suite from a bundle made by scripts/gpu-bundle.sh.
 #   run.sh [LOG_DIR]            all stages
-#   STAGES="tests bench" run.sh  a selection of: tests sanitizer examples bench
+#   STAGES="tests bench" run.sh  a selection of: tests fullscale sanitizer examples bench
 # Needs the NVIDIA driver, libnvrtc and (for the sanitizer stage) compute-sanitizer.
 set -uo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 logs="${1:-$here/logs}"
-stages="${STAGES:-tests sanitizer examples bench}"
+stages="${STAGES:-tests fullscale sanitizer examples bench}"
 mkdir -p "$logs"
 export GPUHASH_REQUIRE_CUDA=1 GPUHASH_CACHE_DIR="$here/.kernel-cache"
 summary="$logs/summary.txt"
@@ -26,6 +26,16 @@ if has tests; then
         note "tests $n: rc=$rc $(grep -E '^test result' "$logs/$n.log" | tail -1)"
         [ $rc -eq 0 ] || fail=1
     done
+    # The CUDA suites again with a fresh seed (logged, so a failure replays):
+    # a test that fails on one seed only is a bug as much as any.
+    seed="0x$(od -An -N8 -tx8 /dev/urandom | tr -d ' ')"
+    for n in conformance_cuda cuda_concurrency; do
+        [ -x "$here/bin/test-$n" ] || continue
+        GPUHASH_TEST_SEED=$seed "$here/bin/test-$n" --test-threads=4 > "$logs/test-$n-$seed.log" 2>&1
+        rc=$?
+        note "tests $n, seed $seed: rc=$rc $(grep -E '^test result' "$logs/test-$n-$seed.log" | tail -1)"
+        [ $rc -eq 0 ] || fail=1
+    done
 fi
 if has tests; then
     # The linear suite again with the region build forced on
@@ -41,51 +51,79 @@ if has tests; then
         [ $rc -eq 0 ] || fail=1
     done
 fi
+if has fullscale; then
+    # The nothing-lost tests at the sizes where GPU-only losses showed
+    # (GPUHASH_TEST_SCALE=full: 2^22-2^24 slots), once with the fixed seed
+    # and once per fresh seed (FULL_SEEDS, or two random ones); every seed is
+    # logged so a failure replays.
+    seeds="${FULL_SEEDS:-default $(for i in 1 2; do printf '0x%s ' "$(od -An -N8 -tx8 /dev/urandom | tr -d ' ')"; done)}"
+    for seed in $seeds; do
+        log="$logs/test-fullscale-$seed.log"
+        env GPUHASH_TEST_SCALE=full GPUHASH_TEST_PAIRS="${FULL_PAIRS:-u32:u32,u64:u64}" \
+            $([ "$seed" != default ] && echo GPUHASH_TEST_SEED="$seed") \
+            "$here/bin/test-conformance_cuda" --test-threads=4 --nocapture \
+            oversubscribed_batches overfull_apply_every_key_twice refill_after_erase_with_growth_off fill_until_refused \
+            > "$log" 2>&1
+        rc=$?
+        note "fullscale seed $seed: rc=$rc $(grep -E '^test result' "$log" | tail -1)"
+        [ $rc -eq 0 ] || fail=1
+    done
+fi
 if has sanitizer; then
     # The whole CUDA suite at small sizes (GPUHASH_TEST_SCALE=small: smaller
-    # batches, fewer rounds) under memcheck, and again under racecheck
-    # (shared-memory hazards) with the region build forced on so its kernels
-    # run in every linear test. The instrumented suite is slow, so every
-    # (tool, test, key/value pair) is its own process (GPUHASH_TEST_PAIRS),
-    # SANITIZER_JOBS of them at once; SANITIZER_FILTER keeps the tests whose
-    # names contain it, SANITIZER_TOOLS picks the tools, SANITIZER_TIMEOUT
-    # bounds each process. Racecheck runs build the region kernels with
+    # batches, fewer rounds) under every tool (SANITIZER_TOOLS, default
+    # memcheck racecheck synccheck initcheck); racecheck (shared-memory
+    # hazards) runs with the region build forced on so its kernels run in
+    # every linear test. The instrumented suite is slow, so every (tool,
+    # binary, test, key/value pair) is its own process (GPUHASH_TEST_PAIRS
+    # splits the conformance tests by pair; the other CUDA test binaries run
+    # a test per process), SANITIZER_JOBS of them at once; SANITIZER_FILTER
+    # (a regular expression) keeps the tests whose names match it,
+    # SANITIZER_BINS picks the test binaries, SANITIZER_TIMEOUT bounds each
+    # process. Racecheck runs build the region kernels with
     # -DGH_REGION_SYNC_LOAD: racecheck stops their cp.async copies with a
     # misaligned-address error that plain runs and memcheck do not show
     # (kernels/bulk.cu).
     jobs="$logs/sanitizer-jobs.txt" results="$logs/sanitizer-results.txt"
     mkdir -p "$logs/sanitizer"
     : > "$results"
-    tests="$("$here/bin/test-conformance_cuda" --list 2>/dev/null | sed -n 's/: test$//p' | grep -F -- "${SANITIZER_FILTER:-}")"
-    for tool in ${SANITIZER_TOOLS:-memcheck racecheck}; do
-        for t in $tests; do
-            # growth_across_doublings has pairs of its own (tests/common/suite.rs).
-            case $t in
-                *growth_across_doublings) pairs="u32:u32 u64:f64 u32:i64 u64:f32" ;;
-                *) pairs="u32:u32 u32:i32 u32:f64 u64:u64 u64:i64 u64:f32" ;;
-            esac
-            for p in $pairs; do echo "$tool $t $p"; done
+    for bin in ${SANITIZER_BINS:-conformance_cuda cuda_io cuda_concurrency faults}; do
+        [ -x "$here/bin/test-$bin" ] || continue
+        tests="$("$here/bin/test-$bin" --list 2>/dev/null | sed -n 's/: test$//p' | grep -E -- "${SANITIZER_FILTER:-.}")"
+        for tool in ${SANITIZER_TOOLS:-memcheck racecheck synccheck initcheck}; do
+            for t in $tests; do
+                # Tests with pairs of their own (tests/common/suite.rs).
+                case $bin:$t in
+                    conformance_cuda:*growth_across_doublings) pairs="u32:u32 u64:f64 u32:i64 u64:f32" ;;
+                    conformance_cuda:*refill_after_erase_with_growth_off) pairs="u32:u32 u64:f64" ;;
+                    conformance_cuda:*oversubscribed_batches | conformance_cuda:*fill_until_refused) pairs="u32:u32 u64:u64" ;;
+                    conformance_cuda:*) pairs="u32:u32 u32:i32 u32:f64 u64:u64 u64:i64 u64:f32" ;;
+                    *) pairs="all" ;;
+                esac
+                for p in $pairs; do echo "$tool $bin $t $p"; done
+            done
         done
     done > "$jobs"
-    sanitize() { # tool test pair
-        local name="$1-${2//::/-}-${3//:/_}" extra=()
+    sanitize() { # tool binary test pair
+        local name="$1-$2-${3//::/-}-${4//:/_}" extra=()
         [ "$1" = racecheck ] && extra=(GPUHASH_REGION_BUILD=1 GPUHASH_NVRTC_FLAGS=-DGH_REGION_SYNC_LOAD)
-        env GPUHASH_TEST_SCALE=small GPUHASH_TEST_PAIRS="$3" "${extra[@]}" GPUHASH_CACHE_DIR="$here/.kernel-cache-$1" \
+        [ "$4" != all ] && extra+=(GPUHASH_TEST_PAIRS="$4")
+        env GPUHASH_TEST_SCALE=small "${extra[@]}" GPUHASH_CACHE_DIR="$here/.kernel-cache-$1" \
             timeout "${SANITIZER_TIMEOUT:-900}" compute-sanitizer --tool "$1" --error-exitcode 99 \
-            "$here/bin/test-conformance_cuda" --exact "$2" --test-threads=1 > "$logs/sanitizer/$name.log" 2>&1
+            "$here/bin/test-$2" --exact "$3" --test-threads=1 > "$logs/sanitizer/$name.log" 2>&1
         local rc=$?
         local clean=no
         # Clean: the test passed, the tool found nothing, and it lost no launch.
         grep -q "^test result: ok. 1 passed" "$logs/sanitizer/$name.log" &&
             grep -qE "ERROR SUMMARY: 0 errors|RACECHECK SUMMARY: 0 hazards" "$logs/sanitizer/$name.log" &&
             ! grep -q "Internal Sanitizer Error" "$logs/sanitizer/$name.log" && [ $rc -eq 0 ] && clean=yes
-        echo "$clean rc=$rc $1 $2 $3" >> "$results"
+        echo "$clean rc=$rc $1 $2 $3 $4" >> "$results"
     }
     export -f sanitize
     export here logs results SANITIZER_TIMEOUT
     xargs -P "${SANITIZER_JOBS:-16}" -L 1 bash -c 'sanitize "$@"' _ < "$jobs"
     total=$(wc -l < "$jobs") ok=$(grep -c "^yes" "$results")
-    note "sanitizer: $ok of $total (tool, test, pair) runs clean (logs in sanitizer/, list in sanitizer-results.txt)"
+    note "sanitizer: $ok of $total (tool, binary, test, pair) runs clean (logs in sanitizer/, list in sanitizer-results.txt)"
     grep -v "^yes" "$results" | sort | while read -r line; do note "sanitizer not clean: $line"; done
     [ "$ok" -eq "$total" ] || fail=1
 fi

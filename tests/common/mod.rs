@@ -107,6 +107,16 @@ pub fn scaled(n: usize) -> usize {
     }
 }
 
+/// `small` by default, `full` with `GPUHASH_TEST_SCALE=full` (the sizes at
+/// which GPU-only bugs showed; the GPU bundle runs them), and a sixteenth of
+/// `small` with `GPUHASH_TEST_SCALE=small`.
+pub fn sized(small: usize, full: usize) -> usize {
+    match std::env::var("GPUHASH_TEST_SCALE").as_deref() {
+        Ok("full") => full,
+        _ => scaled(small),
+    }
+}
+
 /// Rounds of a test that repeats calls: `n`, or a fifth of it (at least
 /// two) with `GPUHASH_TEST_SCALE=small`. Under compute-sanitizer each call
 /// costs milliseconds of instrumented launches, and the long tests are the
@@ -568,6 +578,10 @@ macro_rules! conformance_suite {
             one_key_repeated,
             sequential_and_low_bit_keys,
             growth_off_full_table,
+            oversubscribed_batches,
+            overfull_apply_every_key_twice,
+            refill_after_erase_with_growth_off,
+            fill_until_refused,
             growth_across_doublings,
             load_limit_with_out_of_band_keys,
             clear_reserve_rehash_and_single_key_calls,
