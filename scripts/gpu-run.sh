@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Runs the gpuhash GPU suite from a bundle made by scripts/gpu-bundle.sh.
 #   run.sh [LOG_DIR]            all stages
-#   STAGES="tests bench" run.sh  a selection of: tests fullscale sanitizer examples bench
+#   STAGES="tests bench" run.sh  a selection of: tests reseed fullscale sanitizer examples bench
 # Needs the NVIDIA driver, libnvrtc and (for the sanitizer stage) compute-sanitizer.
 set -uo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 logs="${1:-$here/logs}"
-stages="${STAGES:-tests fullscale sanitizer examples bench}"
+stages="${STAGES:-tests reseed fullscale sanitizer examples bench}"
 mkdir -p "$logs"
 export GPUHASH_REQUIRE_CUDA=1 GPUHASH_CACHE_DIR="$here/.kernel-cache"
 summary="$logs/summary.txt"
@@ -26,10 +26,13 @@ if has tests; then
         note "tests $n: rc=$rc $(grep -E '^test result' "$logs/$n.log" | tail -1)"
         [ $rc -eq 0 ] || fail=1
     done
+fi
+fresh_seed() { printf '0x%s' "$(od -An -N8 -tx8 /dev/urandom | tr -d ' ')"; }
+if has reseed; then
     # The CUDA suites again with a fresh seed (logged, so a failure replays):
     # a test that fails on one seed only is a bug as much as any.
-    seed="0x$(od -An -N8 -tx8 /dev/urandom | tr -d ' ')"
-    for n in conformance_cuda cuda_concurrency; do
+    seed="${RESEED:-$(fresh_seed)}"
+    for n in conformance_cuda cuda_concurrency faults; do
         [ -x "$here/bin/test-$n" ] || continue
         GPUHASH_TEST_SEED=$seed "$here/bin/test-$n" --test-threads=4 > "$logs/test-$n-$seed.log" 2>&1
         rc=$?
@@ -53,10 +56,10 @@ if has tests; then
 fi
 if has fullscale; then
     # The nothing-lost tests at the sizes where GPU-only losses showed
-    # (GPUHASH_TEST_SCALE=full: 2^22-2^24 slots), once with the fixed seed
-    # and once per fresh seed (FULL_SEEDS, or two random ones); every seed is
-    # logged so a failure replays.
-    seeds="${FULL_SEEDS:-default $(for i in 1 2; do printf '0x%s ' "$(od -An -N8 -tx8 /dev/urandom | tr -d ' ')"; done)}"
+    # (GPUHASH_TEST_SCALE=full: 2^22-2^24 slots), with the fixed seed and a
+    # fresh one (FULL_SEEDS lists seeds; "default" is the fixed one); every
+    # seed is logged so a failure replays.
+    seeds="${FULL_SEEDS:-default $(fresh_seed)}"
     for seed in $seeds; do
         log="$logs/test-fullscale-$seed.log"
         env GPUHASH_TEST_SCALE=full GPUHASH_TEST_PAIRS="${FULL_PAIRS:-u32:u32,u64:u64}" \
@@ -79,7 +82,7 @@ if has sanitizer; then
     # splits the conformance tests by pair; the other CUDA test binaries run
     # a test per process), SANITIZER_JOBS of them at once; SANITIZER_FILTER
     # (a regular expression) keeps the tests whose names match it,
-    # SANITIZER_BINS picks the test binaries, SANITIZER_TIMEOUT bounds each
+    # SANITIZER_PAIRS the pairs it lists, SANITIZER_BINS picks the test binaries, SANITIZER_TIMEOUT bounds each
     # process. Racecheck runs build the region kernels with
     # -DGH_REGION_SYNC_LOAD: racecheck stops their cp.async copies with a
     # misaligned-address error that plain runs and memcheck do not show
@@ -100,7 +103,11 @@ if has sanitizer; then
                     conformance_cuda:*) pairs="u32:u32 u32:i32 u32:f64 u64:u64 u64:i64 u64:f32" ;;
                     *) pairs="all" ;;
                 esac
-                for p in $pairs; do echo "$tool $bin $t $p"; done
+                for p in $pairs; do
+                    # SANITIZER_PAIRS keeps only the pairs it lists.
+                    [ -n "${SANITIZER_PAIRS:-}" ] && [ "$p" != all ] && [[ " $SANITIZER_PAIRS " != *" $p "* ]] && continue
+                    echo "$tool $bin $t $p"
+                done
             done
         done
     done > "$jobs"

@@ -523,12 +523,13 @@ impl<K: Key, V: Value> HashTable<K, V> {
     }
 
     /// With growth off: when keys found no slot while the table holds
-    /// tombstones, reclaims them (in place, at the same capacity) and tries
-    /// those keys again, so a table refuses keys only when live keys really
-    /// fill it. Anything that goes wrong while reclaiming leaves the first
-    /// outcome standing (the cleaning never loses a key).
+    /// tombstones, reclaims them and tries those keys again, so a table
+    /// refuses keys only when live keys really fill it. The reclaim is a
+    /// rebuild at the same capacity, which on any failure leaves the table
+    /// as it was (the in-place cleaning may have to grow to put its lifted
+    /// keys back, which growth off forbids); the first outcome then stands.
     fn reclaim_and_retry(&mut self, keys: &[K], values: &[V], mut out: RawInsert, mode: InsertMode) -> RawInsert {
-        if out.failed.is_empty() || self.backend.tombstones() == 0 || self.backend.clean_tombstones().is_err() {
+        if out.failed.is_empty() || self.backend.tombstones() == 0 || self.backend.rehash(self.capacity()).is_err() {
             return out;
         }
         let k: Vec<K> = out.failed.iter().map(|&i| keys[i]).collect();

@@ -1141,15 +1141,16 @@ fn fill_body<K: Key, V: TestValue>(dev: Target) {
     check_table(&t, &o, &cx);
     let load = held as f64 / slots as f64;
     println!("fill_until_refused {dev} {}->{}: {held} of {slots} slots held before the first refusal ({load:.4})", short_type::<K>(), short_type::<V>());
-    // Measured on the CPU at 2^16 slots (within 1%): linear and Robin Hood
+    // Measured (within 1%) on the CPU at 2^16 slots: linear and Robin Hood
     // 0.96, Hashinator 0.97 for 8-byte slots and 0.93 for 16-byte ones (a
     // run passing the 1024-bucket probe limit, or Robin Hood's 32-bucket
-    // cap), cuckoo 0.94, two-level 0.90-0.91 (a
-    // region's cuckoo walk and its rebuilds failing). The bounds leave room
+    // cap), cuckoo 0.94, two-level 0.90-0.91 (a region's cuckoo walk and
+    // its rebuilds failing); on an H200 at 2^22 slots, cuckoo 0.90 (its
+    // 32-pair stash fills) and Hashinator 0.92-0.94. The bounds leave room
     // for other seeds and larger tables, whose longest runs are longer.
     let least = match dev.scheme {
-        Scheme::Cuckoo => 0.9,
-        Scheme::TwoLevel => 0.85,
+        Scheme::Cuckoo => 0.87,
+        Scheme::TwoLevel => 0.83,
         _ => 0.9,
     };
     assert!(load >= least, "{cx}: the first key was refused at load {load:.4}, below {least}");
