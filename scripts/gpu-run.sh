@@ -21,7 +21,7 @@ fail=0
 if has tests; then
     for t in "$here"/bin/test-*; do
         n="$(basename "$t")"
-        "$t" --test-threads=4 > "$logs/$n.log" 2>&1
+        "$t" --test-threads=4 --nocapture > "$logs/$n.log" 2>&1
         rc=$?
         note "tests $n: rc=$rc $(grep -E '^test result' "$logs/$n.log" | tail -1)"
         [ $rc -eq 0 ] || fail=1
@@ -34,7 +34,7 @@ if has reseed; then
     seed="${RESEED:-$(fresh_seed)}"
     for n in conformance_cuda cuda_concurrency faults; do
         [ -x "$here/bin/test-$n" ] || continue
-        GPUHASH_TEST_SEED=$seed "$here/bin/test-$n" --test-threads=4 > "$logs/test-$n-$seed.log" 2>&1
+        GPUHASH_TEST_SEED=$seed "$here/bin/test-$n" --test-threads=4 --nocapture > "$logs/test-$n-$seed.log" 2>&1
         rc=$?
         note "tests $n, seed $seed: rc=$rc $(grep -E '^test result' "$logs/test-$n-$seed.log" | tail -1)"
         [ $rc -eq 0 ] || fail=1
@@ -149,5 +149,8 @@ if has bench; then
     note "bench: rc=$rc (table in bench.log, rows in bench/results.csv)"
     [ $rc -eq 0 ] || fail=1
 fi
+# Per-key outcomes the suites compared with their oracle (each test prints its count).
+checked=$(cat "$logs"/test-*.log 2>/dev/null | sed -n 's/^oracle: \([0-9]*\) per-key.*/\1/p' | awk '{s += $1} END {print s + 0}')
+note "oracle: $checked per-key outcomes checked in these logs"
 note "overall: $([ $fail -eq 0 ] && echo PASS || echo FAIL)"
 exit $fail

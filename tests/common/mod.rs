@@ -74,6 +74,26 @@ pub struct Ctx {
     what: String,
     /// The phase of the test, set by the test body as it goes.
     pub phase: String,
+    /// Per-key outcomes compared with the oracle so far (insert positions,
+    /// erased keys, lookups through each find/contains form, exported
+    /// pairs), printed when the test ends.
+    pub checked: std::cell::Cell<u64>,
+}
+
+impl Ctx {
+    /// Counts `n` per-key outcomes compared with the oracle.
+    pub fn count(&self, n: usize) {
+        self.checked.set(self.checked.get() + n as u64);
+    }
+}
+
+impl Drop for Ctx {
+    fn drop(&mut self) {
+        // A mismatch panics, so a test that ends normally had none.
+        if !std::thread::panicking() {
+            println!("oracle: {} per-key outcomes checked, 0 mismatches [{}]", self.checked.get(), self.what);
+        }
+    }
 }
 
 impl Ctx {
@@ -84,7 +104,7 @@ impl Ctx {
         // The device and scheme are left out of the stream so every backend
         // and scheme sees the same inputs.
         let stream = fnv(&format!("{test}/{}/{}", short_type::<K>(), short_type::<V>()));
-        Ctx { rng: Pcg64::seed_from_u64(seed ^ stream), seed, what, phase: String::new() }
+        Ctx { rng: Pcg64::seed_from_u64(seed ^ stream), seed, what, phase: String::new(), checked: Default::default() }
     }
 }
 
@@ -476,6 +496,7 @@ pub fn insert<K: Key, V: TestValue>(
         }
     }
 
+    cx.count(keys.len() + open.len());
     // Keys reported not stored (at every position of the batch) must be absent.
     let absent: Vec<K> = failed_keys.into_iter().filter(|k| !groups.contains_key(k)).collect();
     if !absent.is_empty() {
@@ -495,6 +516,7 @@ pub fn erase<K: Key, V: TestValue>(t: &mut HashTable<K, V>, o: &mut Oracle<K, V>
         expected += o.map.remove(k).is_some() as u64;
     }
     assert_eq!(removed, expected, "{cx}: erase of {} keys (duplicates count once)", keys.len());
+    cx.count(keys.len());
 }
 
 /// `find`, `find_into`, `contains` and `contains_into` agree with the oracle on `keys`.
@@ -529,6 +551,7 @@ pub fn check_find<K: Key, V: TestValue>(t: &HashTable<K, V>, o: &Oracle<K, V>, k
         assert_eq!(c[i], got[i].is_some(), "{cx}: contains({:?}) disagrees with find", keys[i]);
         assert_eq!(c2[i], c[i], "{cx}: contains_into({:?}) disagrees with contains", keys[i]);
     }
+    cx.count(4 * keys.len());
 }
 
 /// `export` returns each key once, exactly the oracle's pairs.
@@ -546,6 +569,7 @@ pub fn check_export<K: Key, V: TestValue>(t: &HashTable<K, V>, o: &Oracle<K, V>,
         assert!(o.matches(e.1, g.1), "{cx}: export has {:?} => {:?}, expected {:?}", g.0, g.1, e.1);
     }
     assert_eq!(got.len(), expected.len(), "{cx}: export has {} pairs, the oracle {}", got.len(), expected.len());
+    cx.count(got.len());
 }
 
 /// The whole table equals the oracle: `len`, a lookup of every key, `export`.
