@@ -2,6 +2,7 @@
 //! loop that times every target on every case.
 
 use std::hint::black_box;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use gpuhash::core::capacity::round_slots;
@@ -479,17 +480,17 @@ fn table_target<K: GenKey, V: Value>(device: Device, scheme: &str) -> Box<dyn Ta
 
 /// Runs every case on every target; one row per (case, target), each
 /// recorded as soon as its case is measured. The progress bar advances once
-/// per case.
-pub(crate) fn run(spec: &GridSpec, progress: &ProgressBar, rec: &mut Recorder) -> Result<(), BenchError> {
+/// per case. Once `stop` is set, no further case starts.
+pub(crate) fn run(spec: &GridSpec, progress: &ProgressBar, rec: &mut Recorder, stop: &AtomicBool) -> Result<(), BenchError> {
     let cases = spec.cases();
     for &kb in &spec.key_bits {
         for &vb in &spec.value_bits {
             let mine: Vec<Case> = cases.iter().filter(|c| c.key_bits == kb && c.value_bits == vb).copied().collect();
             match (kb, vb) {
-                (32, 32) => run_typed::<u32, u32>(spec, &mine, progress, rec)?,
-                (32, _) => run_typed::<u32, u64>(spec, &mine, progress, rec)?,
-                (_, 32) => run_typed::<u64, u32>(spec, &mine, progress, rec)?,
-                _ => run_typed::<u64, u64>(spec, &mine, progress, rec)?,
+                (32, 32) => run_typed::<u32, u32>(spec, &mine, progress, rec, stop)?,
+                (32, _) => run_typed::<u32, u64>(spec, &mine, progress, rec, stop)?,
+                (_, 32) => run_typed::<u64, u32>(spec, &mine, progress, rec, stop)?,
+                _ => run_typed::<u64, u64>(spec, &mine, progress, rec, stop)?,
             }
         }
     }
@@ -501,12 +502,16 @@ fn run_typed<K: GenKey, V: Value>(
     cases: &[Case],
     progress: &ProgressBar,
     rec: &mut Recorder,
+    stop: &AtomicBool,
 ) -> Result<(), BenchError> {
     let mut targets: Vec<Box<dyn Target<K, V>>> = spec.schemes.iter().map(|s| table_target(spec.device, s)).collect();
     if spec.peers {
         targets.extend(peers::all::<K, V>());
     }
     for case in cases {
+        if stop.load(Ordering::Relaxed) {
+            return Ok(());
+        }
         let active: Vec<usize> = (0..targets.len()).filter(|&t| targets[t].supports(case)).collect();
         progress.set_message(format!(
             "{} k{}/v{} load {} slots {}",

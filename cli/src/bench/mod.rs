@@ -20,6 +20,8 @@ mod report;
 use std::fmt;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Instant;
 
 use clap::Args;
@@ -214,6 +216,8 @@ pub(crate) enum BenchError {
     Check(String),
     Io { path: PathBuf, source: std::io::Error },
     Plot(String),
+    /// Ctrl-C stopped the grid early; the outputs hold what was measured.
+    Interrupted { done: u64, cases: u64 },
 }
 
 impl BenchError {
@@ -231,6 +235,9 @@ impl fmt::Display for BenchError {
             BenchError::Check(m) => write!(f, "wrong result: {m}"),
             BenchError::Io { path, source } => write!(f, "{}: {source}", path.display()),
             BenchError::Plot(m) => write!(f, "plotting failed: {m}"),
+            BenchError::Interrupted { done, cases } => {
+                write!(f, "stopped by Ctrl-C after {done} of {cases} cases; the outputs hold what was measured")
+            }
         }
     }
 }
@@ -364,6 +371,7 @@ fn measure(
     gpu_limits: bool,
     progress: &ProgressBar,
     rec: &mut record::Recorder,
+    stop: &AtomicBool,
 ) -> Result<(), BenchError> {
     let device = settings.grid.device;
     if cpu_limits {
@@ -378,7 +386,32 @@ fn measure(
             Err(e) => progress.suspend(|| eprintln!("warning: {device} limits not all measured: {e}")),
         }
     }
-    grid::run(&settings.grid, progress, rec)
+    grid::run(&settings.grid, progress, rec, stop)
+}
+
+/// Makes Ctrl-C stop the grid after the current measurement (the summary,
+/// run_info.txt and plots are then written from what was measured); a
+/// second Ctrl-C ends the process at once, between two rows of results.csv.
+/// Returns the flag the grid checks before each case.
+fn stop_on_ctrl_c(progress: &ProgressBar) -> Arc<AtomicBool> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let (flag, bar) = (stop.clone(), progress.clone());
+    let installed = ctrlc::set_handler(move || {
+        if flag.swap(true, Ordering::SeqCst) {
+            record::exit_between_rows(130);
+        }
+        bar.suspend(|| {
+            let _ = writeln!(
+                std::io::stderr(),
+                "Ctrl-C: stopping after the current measurement (again to quit at once; results.csv keeps every row)"
+            );
+        });
+    });
+    if let Err(e) = installed {
+        // Ctrl-C then ends the run at once; results.csv still holds every row.
+        eprintln!("note: no Ctrl-C handler ({e}); Ctrl-C ends the run at once");
+    }
+    stop
 }
 
 fn progress_bar(total: u64) -> ProgressBar {
@@ -437,14 +470,17 @@ pub(crate) fn run(args: BenchArgs) -> Result<(), BenchError> {
     };
     report::write_run_info(&run_info, &info)?;
     let mut rec = record::Recorder::create(&csv, progress.clone())?;
-    let measured = measure(&settings, &limit_plan, measure_limits, gpu_limits, &progress, &mut rec);
+    let stop = stop_on_ctrl_c(&progress);
+    let measured = measure(&settings, &limit_plan, measure_limits, gpu_limits, &progress, &mut rec, &stop);
     progress.finish_and_clear();
 
     // The summary, run_info.txt and plots are written from whatever was
     // measured, however the measuring ended.
     let done = rec.cases_done();
+    let interrupted = measured.is_ok() && done < total && stop.load(Ordering::SeqCst);
     info.status = match &measured {
         Err(e) => format!("failed after {done} of {total} cases: {e}"),
+        Ok(()) if interrupted => format!("stopped by Ctrl-C after {done} of {total} cases"),
         Ok(()) => "complete".into(),
     };
     info.elapsed_s = Some(started.elapsed().as_secs_f64());
@@ -465,6 +501,9 @@ pub(crate) fn run(args: BenchArgs) -> Result<(), BenchError> {
     }
     measured?;
     written?;
+    if interrupted {
+        return Err(BenchError::Interrupted { done, cases: total });
+    }
     Ok(())
 }
 

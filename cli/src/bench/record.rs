@@ -7,11 +7,22 @@
 use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 
 use indicatif::ProgressBar;
 
 use super::report::{attach_limits, csv_line, LiveTable, Row, CSV_HEADER};
 use super::BenchError;
+
+/// Held while a line goes to results.csv, so that [`exit_between_rows`]
+/// never ends the process half-way through one.
+static WRITING: Mutex<()> = Mutex::new(());
+
+/// Ends the process with `code`, but not in the middle of a CSV line.
+pub(crate) fn exit_between_rows(code: i32) -> ! {
+    let _held = WRITING.lock().unwrap_or_else(|e| e.into_inner());
+    std::process::exit(code)
+}
 
 /// results.csv, written a line at a time: the header when created, then one
 /// line per [`append`](CsvAppender::append), each in a single write on the
@@ -37,6 +48,7 @@ impl CsvAppender {
     }
 
     fn write_line(&mut self, line: &str) -> Result<(), BenchError> {
+        let _held = WRITING.lock().unwrap_or_else(|e| e.into_inner());
         let text = format!("{line}\n");
         self.file
             .write_all(text.as_bytes())
