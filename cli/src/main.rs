@@ -27,6 +27,12 @@ fn main() -> ExitCode {
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
+        // A run stopped by Ctrl-C is no error: it says how far it got, and
+        // exits with the status of a SIGINT.
+        Err(e @ bench::BenchError::Interrupted { .. }) => {
+            eprintln!("{e}");
+            ExitCode::from(130)
+        }
         Err(e) => {
             eprintln!("error: {e}");
             ExitCode::FAILURE

@@ -2,6 +2,7 @@
 //! loop that times every target on every case.
 
 use std::hint::black_box;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use gpuhash::core::capacity::round_slots;
@@ -11,6 +12,7 @@ use indicatif::ProgressBar;
 
 use super::keys::{rep_seed, GenKey, Workload};
 use super::peers;
+use super::record::Recorder;
 use super::report::Row;
 use super::BenchError;
 
@@ -476,37 +478,40 @@ fn table_target<K: GenKey, V: Value>(device: Device, scheme: &str) -> Box<dyn Ta
     }
 }
 
-/// Runs every case on every target; one row per (case, target). The
-/// progress bar advances once per case.
-pub(crate) fn run(spec: &GridSpec, progress: &ProgressBar) -> Result<Vec<Row>, BenchError> {
+/// Runs every case on every target; one row per (case, target), each
+/// recorded as soon as its case is measured. The progress bar advances once
+/// per case. Once `stop` is set, no further case starts.
+pub(crate) fn run(spec: &GridSpec, progress: &ProgressBar, rec: &mut Recorder, stop: &AtomicBool) -> Result<(), BenchError> {
     let cases = spec.cases();
-    let mut rows = Vec::new();
     for &kb in &spec.key_bits {
         for &vb in &spec.value_bits {
             let mine: Vec<Case> = cases.iter().filter(|c| c.key_bits == kb && c.value_bits == vb).copied().collect();
-            let out = match (kb, vb) {
-                (32, 32) => run_typed::<u32, u32>(spec, &mine, progress)?,
-                (32, _) => run_typed::<u32, u64>(spec, &mine, progress)?,
-                (_, 32) => run_typed::<u64, u32>(spec, &mine, progress)?,
-                _ => run_typed::<u64, u64>(spec, &mine, progress)?,
-            };
-            rows.extend(out);
+            match (kb, vb) {
+                (32, 32) => run_typed::<u32, u32>(spec, &mine, progress, rec, stop)?,
+                (32, _) => run_typed::<u32, u64>(spec, &mine, progress, rec, stop)?,
+                (_, 32) => run_typed::<u64, u32>(spec, &mine, progress, rec, stop)?,
+                _ => run_typed::<u64, u64>(spec, &mine, progress, rec, stop)?,
+            }
         }
     }
-    Ok(rows)
+    Ok(())
 }
 
 fn run_typed<K: GenKey, V: Value>(
     spec: &GridSpec,
     cases: &[Case],
     progress: &ProgressBar,
-) -> Result<Vec<Row>, BenchError> {
+    rec: &mut Recorder,
+    stop: &AtomicBool,
+) -> Result<(), BenchError> {
     let mut targets: Vec<Box<dyn Target<K, V>>> = spec.schemes.iter().map(|s| table_target(spec.device, s)).collect();
     if spec.peers {
         targets.extend(peers::all::<K, V>());
     }
-    let mut rows = Vec::new();
     for case in cases {
+        if stop.load(Ordering::Relaxed) {
+            return Ok(());
+        }
         let active: Vec<usize> = (0..targets.len()).filter(|&t| targets[t].supports(case)).collect();
         progress.set_message(format!(
             "{} k{}/v{} load {} slots {}",
@@ -537,9 +542,10 @@ fn run_typed<K: GenKey, V: Value>(
         }
         for &t in &active {
             let tg = &targets[t];
-            rows.push(Row::measurement(&tg.device(), &tg.scheme(), case, ops, &samples[t], probes[t]));
+            rec.record(Row::measurement(&tg.device(), &tg.scheme(), case, ops, &samples[t], probes[t]))?;
         }
+        rec.case_done();
         progress.inc(1);
     }
-    Ok(rows)
+    Ok(())
 }

@@ -12,7 +12,9 @@ use rayon::prelude::*;
 
 use super::defaults;
 use super::keys::{mix64, rep_seed};
+use super::record::Recorder;
 use super::report::{LimitSpec, Row};
+use super::BenchError;
 
 /// What to measure.
 #[derive(Clone, Debug)]
@@ -143,11 +145,10 @@ fn repeat(plan: &LimitPlan, mut f: impl FnMut(u64) -> f64) -> Vec<f64> {
     (0..plan.warmup + plan.reps).map(|rep| (rep, f(rep_seed(plan.seed, rep)))).filter(|(rep, _)| *rep >= plan.warmup).map(|(_, ms)| ms).collect()
 }
 
-/// Measures every CPU limit; one row each.
-pub(crate) fn measure_cpu(plan: &LimitPlan, progress: &ProgressBar) -> Vec<Row> {
+/// Measures every CPU limit; one row each, recorded as it is measured.
+pub(crate) fn measure_cpu(plan: &LimitPlan, progress: &ProgressBar, rec: &mut Recorder) -> Result<(), BenchError> {
     let llc = llc_bytes().unwrap_or(defaults::LLC_FALLBACK_BYTES);
     let (large, small) = buffer_sizes(llc);
-    let mut rows = Vec::new();
 
     progress.set_message(format!("limit_copy {} MiB", large >> 20));
     {
@@ -165,11 +166,11 @@ pub(crate) fn measure_cpu(plan: &LimitPlan, progress: &ProgressBar) -> Vec<Row> 
             bytes_moved: Some(2.0 * bytes as f64),
             reps: ms.len(),
         };
-        rows.push(Row::limit(spec, &ms));
+        rec.record(Row::limit(spec, &ms))?;
     }
     progress.inc(1);
 
-    let mut random = |scheme: &str, bytes: u64| {
+    let mut random = |scheme: &str, bytes: u64| -> Result<(), BenchError> {
         progress.set_message(format!("limit_random_line {scheme} {} KiB", bytes >> 10));
         let buf = buffer(bytes);
         let ms = repeat(plan, |seed| time_random_lines(&buf, plan.reads, seed));
@@ -183,36 +184,42 @@ pub(crate) fn measure_cpu(plan: &LimitPlan, progress: &ProgressBar) -> Vec<Row> 
             bytes_moved: Some((plan.reads * defaults::CACHE_LINE_BYTES) as f64),
             reps: ms.len(),
         };
-        rows.push(Row::limit(spec, &ms));
+        rec.record(Row::limit(spec, &ms))?;
         progress.inc(1);
+        Ok(())
     };
-    random("beyond_llc", large);
-    random("in_cache", small);
+    random("beyond_llc", large)?;
+    random("in_cache", small)?;
     for &b in &plan.table_bytes {
-        random("table", b);
+        random("table", b)?;
     }
-    rows
+    Ok(())
 }
 
 /// Measures the GPU limits with the library's limit kernels: random 32-byte
 /// sector reads and random CAS over a buffer beyond the L2, one inside it and
 /// one of each table size; device and pinned host copies. One call per
 /// buffer beyond the L2, each also measuring the in-L2 and copy figures (kept
-/// from the first call only).
+/// from the first call only). Rows are recorded as each call returns; a
+/// failed call keeps those recorded before it.
 #[cfg(feature = "cuda")]
-pub(crate) fn measure_cuda(ordinal: usize, plan: &LimitPlan, progress: &ProgressBar) -> Result<Vec<Row>, super::BenchError> {
+pub(crate) fn measure_cuda(
+    ordinal: usize,
+    plan: &LimitPlan,
+    progress: &ProgressBar,
+    rec: &mut Recorder,
+) -> Result<(), BenchError> {
     use gpuhash::backend::cuda::limits::measure;
     use gpuhash::cudarc::driver::{sys::CUdevice_attribute, CudaContext};
 
     let device = format!("cuda:{ordinal}");
-    let unavailable = |e: gpuhash::Error| super::BenchError::Table { target: format!("{device} limits"), source: e };
+    let unavailable = |e: gpuhash::Error| BenchError::Table { target: format!("{device} limits"), source: e };
     let l2 = CudaContext::new(ordinal)
         .and_then(|c| c.attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE))
         .map(|b| b.max(0) as u64)
         .unwrap_or(defaults::LLC_FALLBACK_BYTES);
     let (large, small) = buffer_sizes(l2);
     let reads = plan.reads.max(defaults::GPU_LIMIT_MIN_READS);
-    let mut rows = Vec::new();
     let buffers = std::iter::once(("beyond_llc", large)).chain(plan.table_bytes.iter().map(|&b| ("table", b)));
     for (i, (scheme, bytes)) in buffers.enumerate() {
         progress.set_message(format!("{device} limits, {scheme} {} KiB", bytes >> 10));
@@ -239,11 +246,11 @@ pub(crate) fn measure_cuda(ordinal: usize, plan: &LimitPlan, progress: &Progress
                 bytes_moved: Some(if is_copy { l.rate * l.ms * 1e6 } else { (reads * 32) as f64 }),
                 reps: 1,
             };
-            rows.push(Row::limit(spec, &[l.ms]));
+            rec.record(Row::limit(spec, &[l.ms]))?;
         }
         progress.inc(1);
     }
-    Ok(rows)
+    Ok(())
 }
 
 #[cfg(test)]

@@ -1,5 +1,7 @@
 //! `gpuhash bench`: the benchmark grid, hardware limits, CPU peers, and
-//! the reports (terminal table, results.csv, run_info.txt, SVG plots).
+//! the reports (terminal lines and table, results.csv, run_info.txt, SVG
+//! plots). Each row goes to results.csv and the terminal as soon as it is
+//! measured; run_info.txt is written at the start and again at the end.
 //!
 //! The method is described in BENCHMARKS.md at the repository root.
 
@@ -12,10 +14,14 @@ mod keys;
 mod limits;
 mod peers;
 mod plot;
+mod record;
 mod report;
 
 use std::fmt;
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Instant;
 
 use clap::Args;
@@ -210,6 +216,8 @@ pub(crate) enum BenchError {
     Check(String),
     Io { path: PathBuf, source: std::io::Error },
     Plot(String),
+    /// Ctrl-C stopped the grid early; the outputs hold what was measured.
+    Interrupted { done: u64, cases: u64 },
 }
 
 impl BenchError {
@@ -227,6 +235,9 @@ impl fmt::Display for BenchError {
             BenchError::Check(m) => write!(f, "wrong result: {m}"),
             BenchError::Io { path, source } => write!(f, "{}: {source}", path.display()),
             BenchError::Plot(m) => write!(f, "plotting failed: {m}"),
+            BenchError::Interrupted { done, cases } => {
+                write!(f, "stopped by Ctrl-C after {done} of {cases} cases; the outputs hold what was measured")
+            }
         }
     }
 }
@@ -336,15 +347,71 @@ fn settings_lines(s: &Settings) -> Vec<(String, String)> {
 }
 
 /// The GPU's own limits (CUDA builds only).
-fn gpu_limit_rows(device: Device, plan: &limits::LimitPlan, progress: &ProgressBar) -> Result<Vec<report::Row>, BenchError> {
+fn measure_gpu_limits(
+    device: Device,
+    plan: &limits::LimitPlan,
+    progress: &ProgressBar,
+    rec: &mut record::Recorder,
+) -> Result<(), BenchError> {
     match device {
         #[cfg(feature = "cuda")]
-        Device::Cuda(i) => limits::measure_cuda(i, plan, progress),
+        Device::Cuda(i) => limits::measure_cuda(i, plan, progress, rec),
         _ => {
-            let _ = (plan, progress);
-            Ok(Vec::new())
+            let _ = (plan, progress, rec);
+            Ok(())
         }
     }
+}
+
+/// The limits, then the grid, every row recorded as it is measured.
+fn measure(
+    settings: &Settings,
+    plan: &limits::LimitPlan,
+    cpu_limits: bool,
+    gpu_limits: bool,
+    progress: &ProgressBar,
+    rec: &mut record::Recorder,
+    stop: &AtomicBool,
+) -> Result<(), BenchError> {
+    let device = settings.grid.device;
+    if cpu_limits {
+        limits::measure_cpu(plan, progress, rec)?;
+    }
+    if gpu_limits {
+        match measure_gpu_limits(device, plan, progress, rec) {
+            Ok(()) => {}
+            // results.csv could not be written: that stops the run.
+            Err(e @ BenchError::Io { .. }) => return Err(e),
+            // Without them the run is still useful: its rows only lack pct_of_limit.
+            Err(e) => progress.suspend(|| eprintln!("warning: {device} limits not all measured: {e}")),
+        }
+    }
+    grid::run(&settings.grid, progress, rec, stop)
+}
+
+/// Makes Ctrl-C stop the grid after the current measurement (the summary,
+/// run_info.txt and plots are then written from what was measured); a
+/// second Ctrl-C ends the process at once, between two rows of results.csv.
+/// Returns the flag the grid checks before each case.
+fn stop_on_ctrl_c(progress: &ProgressBar) -> Arc<AtomicBool> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let (flag, bar) = (stop.clone(), progress.clone());
+    let installed = ctrlc::set_handler(move || {
+        if flag.swap(true, Ordering::SeqCst) {
+            record::exit_between_rows(130);
+        }
+        bar.suspend(|| {
+            let _ = writeln!(
+                std::io::stderr(),
+                "Ctrl-C: stopping after the current measurement (again to quit at once; results.csv keeps every row)"
+            );
+        });
+    });
+    if let Err(e) = installed {
+        // Ctrl-C then ends the run at once; results.csv still holds every row.
+        eprintln!("note: no Ctrl-C handler ({e}); Ctrl-C ends the run at once");
+    }
+    stop
 }
 
 fn progress_bar(total: u64) -> ProgressBar {
@@ -390,39 +457,53 @@ pub(crate) fn run(args: BenchArgs) -> Result<(), BenchError> {
     );
 
     let progress = progress_bar(cases.len() as u64 + limit_steps);
-    let mut rows = if measure_limits { limits::measure_cpu(&limit_plan, &progress) } else { Vec::new() };
-    if gpu_limits {
-        // Without them the run is still useful: its rows only lack pct_of_limit.
-        match gpu_limit_rows(device, &limit_plan, &progress) {
-            Ok(r) => rows.extend(r),
-            Err(e) => progress.suspend(|| eprintln!("warning: {device} limits not measured: {e}")),
-        }
-    }
-    let mut results = grid::run(grid, &progress)?;
-    progress.finish_and_clear();
-    report::attach_limits(&mut results, &rows);
-    rows.extend(results);
-
-    println!("{}", report::terminal_table(&rows));
     let csv = settings.out.join("results.csv");
-    report::write_csv(&csv, &rows)?;
-    let info = report::RunInfo {
+    let run_info = settings.out.join("run_info.txt");
+    let total = cases.len() as u64;
+    let mut info = report::RunInfo {
         device: device.to_string(),
         argv: std::env::args().collect(),
         settings: settings_lines(&settings),
-        elapsed_s: started.elapsed().as_secs_f64(),
+        started_unix: report::unix_now(),
+        status: format!("running, {total} cases (if the run has ended, it was cut short: results.csv holds what it measured)"),
+        elapsed_s: None,
     };
-    let run_info = settings.out.join("run_info.txt");
     report::write_run_info(&run_info, &info)?;
-    let plots = plot::write_plots(&settings.out, &rows)?;
-    eprintln!(
-        "wrote {}, {} and {} plots in {} ({:.0} s)",
-        csv.display(),
-        run_info.display(),
-        plots.len(),
-        settings.out.display(),
-        started.elapsed().as_secs_f64()
-    );
+    let mut rec = record::Recorder::create(&csv, progress.clone())?;
+    let stop = stop_on_ctrl_c(&progress);
+    let measured = measure(&settings, &limit_plan, measure_limits, gpu_limits, &progress, &mut rec, &stop);
+    progress.finish_and_clear();
+
+    // The summary, run_info.txt and plots are written from whatever was
+    // measured, however the measuring ended.
+    let done = rec.cases_done();
+    let interrupted = measured.is_ok() && done < total && stop.load(Ordering::SeqCst);
+    info.status = match &measured {
+        Err(e) => format!("failed after {done} of {total} cases: {e}"),
+        Ok(()) if interrupted => format!("stopped by Ctrl-C after {done} of {total} cases"),
+        Ok(()) => "complete".into(),
+    };
+    info.elapsed_s = Some(started.elapsed().as_secs_f64());
+    // A closed stdout (its reader gone) must not keep the files below from being written.
+    let _ = writeln!(std::io::stdout(), "\n{}", report::terminal_table(rec.rows()));
+    let written = report::write_run_info(&run_info, &info).and_then(|()| plot::write_plots(&settings.out, rec.rows()));
+    if let Ok(plots) = &written {
+        let _ = writeln!(
+            std::io::stderr(),
+            "wrote {} ({} rows), {} and {} plots in {} ({:.0} s)",
+            csv.display(),
+            rec.rows().len(),
+            run_info.display(),
+            plots.len(),
+            settings.out.display(),
+            started.elapsed().as_secs_f64()
+        );
+    }
+    measured?;
+    written?;
+    if interrupted {
+        return Err(BenchError::Interrupted { done, cases: total });
+    }
     Ok(())
 }
 

@@ -172,7 +172,7 @@ fn opt<T>(v: Option<T>, f: impl Fn(T) -> String) -> String {
 }
 
 /// One CSV line (no field contains a comma or a quote).
-fn csv_line(r: &Row) -> String {
+pub(crate) fn csv_line(r: &Row) -> String {
     [
         r.device.clone(),
         r.scheme.clone(),
@@ -197,14 +197,17 @@ fn csv_line(r: &Row) -> String {
     .join(",")
 }
 
-pub(crate) fn write_csv(path: &Path, rows: &[Row]) -> Result<(), BenchError> {
+/// The whole CSV of `rows` at once (the run appends it row by row, see
+/// `record::CsvAppender`).
+#[cfg(test)]
+pub(crate) fn csv_text(rows: &[Row]) -> String {
     let mut s = String::from(CSV_HEADER);
     s.push('\n');
     for r in rows {
         s.push_str(&csv_line(r));
         s.push('\n');
     }
-    std::fs::write(path, s).map_err(|e| BenchError::io(path, e))
+    s
 }
 
 /// `2^20` for powers of two, the plain number otherwise.
@@ -225,6 +228,18 @@ pub(crate) fn pretty_bytes(b: u64) -> String {
     }
 }
 
+/// One line of cells padded to `width`: the first three (labels)
+/// left-aligned, numbers right-aligned; no trailing blanks.
+fn padded(row: &[String], width: &[usize]) -> String {
+    let parts: Vec<String> = row
+        .iter()
+        .zip(width)
+        .enumerate()
+        .map(|(i, (c, w))| if i < 3 { format!("{c:<w$}") } else { format!("{c:>w$}") })
+        .collect();
+    parts.join("  ").trim_end().to_string()
+}
+
 /// Columns padded to their widest cell; numbers right-aligned.
 fn aligned(header: &[&str], cells: &[Vec<String>]) -> String {
     let mut width: Vec<usize> = header.iter().map(|h| h.len()).collect();
@@ -234,84 +249,127 @@ fn aligned(header: &[&str], cells: &[Vec<String>]) -> String {
         }
     }
     let mut out = String::new();
-    let line = |out: &mut String, row: &[String]| {
-        let parts: Vec<String> = row
-            .iter()
-            .zip(&width)
-            .enumerate()
-            .map(|(i, (c, w))| if i < 3 { format!("{c:<w$}") } else { format!("{c:>w$}") })
-            .collect();
-        let _ = writeln!(out, "{}", parts.join("  ").trim_end());
-    };
-    line(&mut out, &header.iter().map(|h| h.to_string()).collect::<Vec<_>>());
+    let _ = writeln!(out, "{}", padded(&header.iter().map(|h| h.to_string()).collect::<Vec<_>>(), &width));
     for row in cells {
-        line(&mut out, row);
+        let _ = writeln!(out, "{}", padded(row, &width));
     }
     out
+}
+
+const LIMITS_TITLE: &str =
+    "Limits (gops = G random reads/s: 64-byte lines on a CPU, 32-byte sectors on a GPU; GB/s = bytes moved)";
+const LIMIT_HEADER: [&str; 7] = ["device", "buffer", "op", "bytes", "median_ms", "gops", "GB/s"];
+const RESULT_HEADER: [&str; 15] = [
+    "device", "scheme", "op", "key", "value", "load", "batch", "slots", "n", "median_ms", "gops", "%limit", "rejected",
+    "probes", "GB/s",
+];
+/// Widths of the columns printed row by row, before the widest cell is
+/// known: wide enough for the usual cells (a wider one shifts its line).
+const LIVE_LIMIT_WIDTH: [usize; 7] = [6, 10, 19, 9, 9, 7, 7];
+const LIVE_RESULT_WIDTH: [usize; 15] = [6, 10, 16, 3, 5, 4, 5, 5, 10, 9, 7, 6, 8, 6, 6];
+
+fn limit_cells(r: &Row) -> Vec<String> {
+    vec![
+        r.device.clone(),
+        r.scheme.clone(),
+        r.op.clone(),
+        pretty_bytes(r.table_bytes),
+        format!("{:.3}", r.median_ms),
+        opt(r.gops, |g| format!("{g:.3}")),
+        opt(r.gbytes_s, |g| format!("{g:.1}")),
+    ]
+}
+
+fn result_cells(r: &Row) -> Vec<String> {
+    vec![
+        r.device.clone(),
+        r.scheme.clone(),
+        r.op.clone(),
+        format!("u{}", r.key_bits),
+        format!("u{}", r.value_bits),
+        opt(r.load, |l| format!("{l:.2}")),
+        r.batch.map_or_else(|| "all".to_string(), pretty_count),
+        pretty_count(r.slots),
+        r.n.to_string(),
+        format!("{:.3}", r.median_ms),
+        opt(r.gops, |g| format!("{g:.4}")),
+        opt(r.pct_of_limit, |p| format!("{p:.1}%")),
+        opt(r.rejected, |x| x.to_string()),
+        opt(r.probes, |p| format!("{p:.3}")),
+        opt(r.gbytes_s, |g| format!("{g:.2}")),
+    ]
 }
 
 /// The terminal table: limits first, then every measurement.
 pub(crate) fn terminal_table(rows: &[Row]) -> String {
     let mut out = String::new();
-    let limits: Vec<Vec<String>> = rows
-        .iter()
-        .filter(|r| r.is_limit())
-        .map(|r| {
-            vec![
-                r.device.clone(),
-                r.scheme.clone(),
-                r.op.clone(),
-                pretty_bytes(r.table_bytes),
-                format!("{:.3}", r.median_ms),
-                opt(r.gops, |g| format!("{g:.3}")),
-                opt(r.gbytes_s, |g| format!("{g:.1}")),
-            ]
-        })
-        .collect();
+    let limits: Vec<Vec<String>> = rows.iter().filter(|r| r.is_limit()).map(limit_cells).collect();
     if !limits.is_empty() {
-        out.push_str("Limits (gops = G random reads/s: 64-byte lines on a CPU, 32-byte sectors on a GPU; GB/s = bytes moved)\n");
-        out.push_str(&aligned(&["device", "buffer", "op", "bytes", "median_ms", "gops", "GB/s"], &limits));
+        out.push_str(LIMITS_TITLE);
+        out.push('\n');
+        out.push_str(&aligned(&LIMIT_HEADER, &limits));
         out.push('\n');
     }
-    let results: Vec<Vec<String>> = rows
-        .iter()
-        .filter(|r| !r.is_limit())
-        .map(|r| {
-            vec![
-                r.device.clone(),
-                r.scheme.clone(),
-                r.op.clone(),
-                format!("u{}", r.key_bits),
-                format!("u{}", r.value_bits),
-                opt(r.load, |l| format!("{l:.2}")),
-                r.batch.map_or_else(|| "all".to_string(), pretty_count),
-                pretty_count(r.slots),
-                r.n.to_string(),
-                format!("{:.3}", r.median_ms),
-                opt(r.gops, |g| format!("{g:.4}")),
-                opt(r.pct_of_limit, |p| format!("{p:.1}%")),
-                opt(r.rejected, |x| x.to_string()),
-                opt(r.probes, |p| format!("{p:.3}")),
-                opt(r.gbytes_s, |g| format!("{g:.2}")),
-            ]
-        })
-        .collect();
-    out.push_str(&aligned(
-        &[
-            "device", "scheme", "op", "key", "value", "load", "batch", "slots", "n", "median_ms", "gops", "%limit",
-            "rejected", "probes", "GB/s",
-        ],
-        &results,
-    ));
+    let results: Vec<Vec<String>> = rows.iter().filter(|r| !r.is_limit()).map(result_cells).collect();
+    out.push_str(&aligned(&RESULT_HEADER, &results));
     out
 }
 
+/// Lines of a table printed one row at a time, in the columns of
+/// [`terminal_table`]: a header before the first limit and before the first
+/// result, then one line per row.
+#[derive(Default)]
+pub(crate) struct LiveTable {
+    limits_shown: bool,
+    results_shown: bool,
+}
+
+impl LiveTable {
+    /// The line(s) to print for `r`: its header first if it is the first of
+    /// its kind.
+    pub(crate) fn lines(&mut self, r: &Row) -> String {
+        let fit = |header: &[&str], min: &[usize]| -> Vec<usize> {
+            header.iter().zip(min).map(|(h, &m)| h.len().max(m)).collect()
+        };
+        let head = |header: &[&str], width: &[usize]| padded(&header.iter().map(|h| h.to_string()).collect::<Vec<_>>(), width);
+        let mut out = String::new();
+        if r.is_limit() {
+            let width = fit(&LIMIT_HEADER, &LIVE_LIMIT_WIDTH);
+            if !std::mem::replace(&mut self.limits_shown, true) {
+                let _ = writeln!(out, "{LIMITS_TITLE}\n{}", head(&LIMIT_HEADER, &width));
+            }
+            out.push_str(&padded(&limit_cells(r), &width));
+        } else {
+            let width = fit(&RESULT_HEADER, &LIVE_RESULT_WIDTH);
+            if !std::mem::replace(&mut self.results_shown, true) {
+                if self.limits_shown {
+                    out.push('\n');
+                }
+                let _ = writeln!(out, "{}", head(&RESULT_HEADER, &width));
+            }
+            out.push_str(&padded(&result_cells(r), &width));
+        }
+        out
+    }
+}
+
 /// Everything about the machine and the build that the figures depend on.
+/// Written when a run starts and again when it ends, so that a run cut short
+/// still says what it was.
 pub(crate) struct RunInfo {
     pub device: String,
     pub argv: Vec<String>,
     pub settings: Vec<(String, String)>,
-    pub elapsed_s: f64,
+    pub started_unix: u64,
+    /// `running ...` until the run ends, then how it ended.
+    pub status: String,
+    /// `None` while the run goes on.
+    pub elapsed_s: Option<f64>,
+}
+
+/// Seconds since the Unix epoch.
+pub(crate) fn unix_now() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
 }
 
 fn first_line_of(cmd: &str, args: &[&str]) -> Option<String> {
@@ -358,7 +416,6 @@ fn driver(device: &str) -> String {
 }
 
 pub(crate) fn write_run_info(path: &Path, info: &RunInfo) -> Result<(), BenchError> {
-    let since_epoch = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
     let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0);
     let llc = super::limits::llc_bytes().map(pretty_bytes).unwrap_or_else(|| "unknown".into());
     let mut s = String::new();
@@ -366,8 +423,12 @@ pub(crate) fn write_run_info(path: &Path, info: &RunInfo) -> Result<(), BenchErr
         let _ = writeln!(s, "{k:<16} {v}");
     };
     kv("command", &info.argv.join(" "));
-    kv("finished_unix", &since_epoch.to_string());
-    kv("elapsed_s", &format!("{:.1}", info.elapsed_s));
+    kv("status", &info.status.replace('\n', " "));
+    kv("started_unix", &info.started_unix.to_string());
+    if let Some(elapsed) = info.elapsed_s {
+        kv("finished_unix", &unix_now().to_string());
+        kv("elapsed_s", &format!("{elapsed:.1}"));
+    }
     kv("device", &info.device);
     kv("driver", &driver(&info.device));
     kv("cpu_model", &cpu_model());
