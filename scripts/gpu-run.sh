@@ -19,8 +19,10 @@ note "device: $(cat "$logs/device.txt")  commit: $(cat "$here/COMMIT" 2>/dev/nul
 has() { case " $stages " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 fail=0
 if has tests; then
+    # TEST_BINS picks binaries by name (default: every one).
     for t in "$here"/bin/test-*; do
         n="$(basename "$t")"
+        [ -n "${TEST_BINS:-}" ] && [[ " $TEST_BINS " != *" ${n#test-} "* ]] && continue
         "$t" --test-threads=4 --nocapture > "$logs/$n.log" 2>&1
         rc=$?
         note "tests $n: rc=$rc $(grep -E '^test result' "$logs/$n.log" | tail -1)"

@@ -983,7 +983,7 @@ pub fn oversubscribed_batches(dev: Target) {
 /// updates every stored key, which needs no free slot and must not be refused.
 fn oversubscribed_body<K: Key, V: TestValue>(dev: Target) {
     let mut cx = Ctx::new::<K, V>("oversubscribed_batches", dev);
-    let cap = sized(1 << 13, 1 << 20) as u64;
+    let cap = sized(1 << 13, 1 << 18) as u64;
     for factor in [0.5, 1.0, 1.5, 2.0, 3.0] {
         for op in ALL_OPS {
             cx.phase = format!("{op:?}, {factor} x capacity");
