@@ -16,6 +16,18 @@
 // in the table's metadata block, so every key value is legal here too.
 // 16-byte slots (any 8-byte key or value) need sm_90 (128-bit atomicCAS).
 //
+// What may run at once in your kernels (tests/cuda_concurrency.rs races
+// them on every scheme and checks each outcome against a per-key model):
+//
+//   scheme             concurrent with inserts      lookups and erases
+//   Linear/Hashinator  inserts, erases, lookups     any mix
+//   RobinHood          inserts, erases              no lookup while any thread inserts
+//   Cuckoo/TwoLevel    inserts only                 erase or look up only while no thread inserts
+//
+// Robin Hood, cuckoo and two-level inserts move keys they do not own, and
+// lookups (and cuckoo erases) take no locks, so a key being moved may be
+// missed for that instant. Split such work into separate launches.
+//
 // `insert` dispatches on the table's scheme at run time, so a kernel that
 // calls it carries every scheme's insert: about 90 registers and a 616-byte
 // stack frame (the cuckoo eviction path). Launch such kernels with at most

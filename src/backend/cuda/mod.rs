@@ -248,6 +248,15 @@ impl<K: Key, V: Value> CudaTable<K, V> {
 
     /// The copyable view for users' kernels. It stays valid until the next
     /// operation that rehashes (growth, `reserve`, `rehash`, `clear` keeps it).
+    ///
+    /// What your kernels may run at once depends on the scheme: Linear and
+    /// Hashinator take inserts, erases and lookups together; Robin Hood takes
+    /// inserts with erases, but no lookup while any thread inserts; cuckoo
+    /// and two-level take concurrent inserts, and erases or lookups only
+    /// while no thread inserts (those schemes move keys, and a lookup may
+    /// miss a key being moved). `tests/cuda_concurrency.rs` races each
+    /// allowed mix. Call [`CudaTable::resync`] afterwards so `len` and
+    /// growth see your kernels' work.
     /// With [`Memory::Unified`] it also prefetches the slots back to the GPU
     /// (on the table stream) if a host lookup moved them to the host.
     pub fn view(&self) -> DeviceView {
