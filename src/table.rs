@@ -447,8 +447,10 @@ impl<K: Key, V: Value> HashTable<K, V> {
         let mut p = Progress::default();
         match self.insert_growing(keys, values, mode, &mut p) {
             Ok(()) => Ok(p.report),
-            // Nothing of the batch was stored: the table is as it was.
-            Err(cause) if p.done == 0 => Err(cause),
+            // Nothing of the batch was stored: the table is as it was. (Or
+            // all of it was, and growing past the load limit after it hit a
+            // device error, which is no insert outcome.)
+            Err(cause) if p.done == 0 || (p.done == keys.len() && p.pending.is_empty()) => Err(cause),
             Err(cause) => {
                 let mut positions = p.pending;
                 positions.extend(p.done..keys.len());

@@ -51,6 +51,15 @@ pub struct Config {
 }
 
 /// The slot work of a table. Implemented once per device.
+///
+/// A call that returns an error has changed nothing: every allocation an
+/// operation needs before it writes to the table comes first (and goes
+/// through [`crate::fault`]), so running out of memory leaves the table as
+/// it was. Two allocations come later and are not fault-injected: the
+/// search for the batch positions of keys an insert refused (a few bytes
+/// per refused key), and the rebuild Hashinator's in-place tombstone
+/// cleaning needs in the rare case that its parallel reinsertion pushes a
+/// key past a probe limit much shorter than the table.
 #[allow(clippy::len_without_is_empty)] // the table API offers is_empty
 pub trait Backend<K: Key, V: Value>: Send + Sync + 'static {
     /// For reaching a backend's own API (device buffers, views).

@@ -407,19 +407,34 @@ pub fn insert<K: Key, V: TestValue>(
     vals: &[V],
     cx: &Ctx,
 ) -> Vec<usize> {
+    try_insert(t, o, op, keys, vals, cx).unwrap_or_else(|e| panic!("{cx}: {op:?} of {} keys failed: {e}", keys.len()))
+}
+
+/// [`insert`], except that an error which stored nothing (anything but
+/// `TableFull` and `GrowthFailed`, which list exactly what they did not
+/// store) is returned, with the oracle left as it was.
+pub fn try_insert<K: Key, V: TestValue>(
+    t: &mut HashTable<K, V>,
+    o: &mut Oracle<K, V>,
+    op: Op,
+    keys: &[K],
+    vals: &[V],
+    cx: &Ctx,
+) -> Result<Vec<usize>, Error> {
     let (report, failed) = match call_insert(t, op, keys, vals) {
         Ok(r) => (r, Vec::new()),
         Err(Error::TableFull(ns)) => {
             check_not_stored(&ns, keys, cx);
+            assert!(!t.growth(), "{cx}: growth is on, yet {op:?} reported {} keys not stored", ns.positions.len());
             (ns.report, ns.positions.clone())
         }
-        Err(e) => panic!("{cx}: {op:?} of {} keys failed: {e}", keys.len()),
+        Err(Error::GrowthFailed { not_stored: ns, cause }) => {
+            check_not_stored(&ns, keys, cx);
+            assert!(t.growth(), "{cx}: GrowthFailed ({cause}) with growth off");
+            (ns.report, ns.positions.clone())
+        }
+        Err(e) => return Err(e),
     };
-    assert!(
-        failed.is_empty() || !t.growth(),
-        "{cx}: growth is on, yet {op:?} reported {} keys not stored",
-        failed.len()
-    );
 
     // Stored values per key in batch order, skipping positions not stored.
     let mut not_stored = vec![false; keys.len()];
@@ -505,7 +520,7 @@ pub fn insert<K: Key, V: TestValue>(
             assert!(!f, "{cx}: {op:?}: key {k:?} was reported not stored, yet it is present");
         }
     }
-    failed
+    Ok(failed)
 }
 
 /// Erases a batch from both; the count must be the distinct keys present.

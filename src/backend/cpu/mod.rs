@@ -56,6 +56,7 @@ pub struct CpuTable<K: Key, V: Value> {
 
 /// Allocates `slots` EMPTY cells, reporting failure instead of aborting.
 fn alloc_cells<Wd: Word>(slots: u64) -> Result<Vec<Wd::Atomic>> {
+    crate::fault::check(slots * Wd::BYTES as u64, "cpu")?;
     let n = usize::try_from(slots).map_err(|_| oom(slots * Wd::BYTES as u64))?;
     let mut v: Vec<Wd::Atomic> = Vec::new();
     v.try_reserve_exact(n).map_err(|_| oom(slots * Wd::BYTES as u64))?;
@@ -65,6 +66,7 @@ fn alloc_cells<Wd: Word>(slots: u64) -> Result<Vec<Wd::Atomic>> {
 
 /// Allocates `n` zeroed scheme words.
 fn alloc_aux(n: u64) -> Result<Vec<AtomicU64>> {
+    crate::fault::check(n * 8, "cpu")?;
     let len = usize::try_from(n).map_err(|_| oom(n * 8))?;
     let mut v: Vec<AtomicU64> = Vec::new();
     v.try_reserve_exact(len).map_err(|_| oom(n * 8))?;

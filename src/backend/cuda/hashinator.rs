@@ -20,6 +20,7 @@ impl<K: Key, V: Value> CudaTable<K, V> {
         // Lifted keys are live keys in slots: the live count bounds them. A
         // stale count (users' kernels without `resync`) is caught below.
         let cap = self.live.max(1);
+        self.fault_check(cap as usize * (size_of::<K>() + size_of::<V>()))?;
         // Safety: entries below the lifted count are written by gh_clean_extract before they are read.
         let mut keys = unsafe { self.stream.alloc::<K>(cap as usize) }.map_err(|e| self.err(e))?;
         // Safety: as above.

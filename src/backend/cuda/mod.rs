@@ -417,6 +417,7 @@ impl<K: Key, V: Value> CudaTable<K, V> {
         let have = self.failed.len();
         // Grown to the batch, or far larger than this batch needs: give the memory back.
         if have < want || (have > FAILED_CAP && have / 4 > want) {
+            self.fault_check(want * 4)?;
             // Safety: written by the insert kernel before it is read.
             self.failed = unsafe { self.stream.alloc::<u32>(want) }.map_err(|e| self.err(e))?;
         }
@@ -606,7 +607,14 @@ impl<K: Key, V: Value> CudaTable<K, V> {
     }
 
     fn upload<T: DeviceRepr>(&self, data: &[T]) -> Result<CudaSlice<T>> {
+        self.fault_check(std::mem::size_of_val(data))?;
         self.stream.clone_htod(data).map_err(|e| self.err(e))
+    }
+
+    /// Asks the fault hook (`crate::fault`) before allocating `bytes` of
+    /// device memory that an operation needs before it changes the table.
+    fn fault_check(&self, bytes: usize) -> Result<()> {
+        crate::fault::check(bytes as u64, Device::Cuda(self.ctx.ordinal()))
     }
 }
 
@@ -659,6 +667,7 @@ impl<K: Key, V: Value> Backend<K, V> for CudaTable<K, V> {
             return self.find_staged(keys, values, found);
         }
         let k = self.upload(keys)?;
+        self.fault_check(keys.len() * (size_of::<V>() + 1))?;
         // Safety: fully written by gh_find.
         let mut v = unsafe { self.stream.alloc::<V>(keys.len()) }.map_err(|e| self.err(e))?;
         let mut f = unsafe { self.stream.alloc::<u8>(keys.len()) }.map_err(|e| self.err(e))?;
@@ -732,6 +741,7 @@ impl<K: Key, V: Value> Backend<K, V> for CudaTable<K, V> {
         let spb = K::Word::<V>::slots_per_bucket() as u64;
         let buckets = slots / spb;
         let aux_words = self.config.scheme.aux_words(buckets).max(1) as usize;
+        self.fault_check(aux_words * 8)?;
         let new_aux = self.stream.alloc_zeros::<u64>(aux_words).map_err(|e| self.err(e))?;
         // The new table shares the metadata block: out-of-band keys carry over.
         self.reset_counters()?;
@@ -766,6 +776,7 @@ impl<K: Key, V: Value> Backend<K, V> for CudaTable<K, V> {
 
     fn export(&self) -> Result<(Vec<K>, Vec<V>)> {
         let cap = self.live.max(1);
+        self.fault_check(cap as usize * (size_of::<K>() + size_of::<V>()))?;
         // Safety: entries below the returned count are written by gh_export.
         let mut k = unsafe { self.stream.alloc::<K>(cap as usize) }.map_err(|e| self.err(e))?;
         let mut v = unsafe { self.stream.alloc::<V>(cap as usize) }.map_err(|e| self.err(e))?;

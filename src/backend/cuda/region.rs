@@ -453,7 +453,8 @@ impl<K: Key, V: Value> CudaTable<K, V> {
         let mut trace = Trace::new(&stream);
 
         let mut taken = Taken::new(ordinal);
-        if taken.scratch.reserve(&stream, n, word, &plan).is_err() {
+        let room = crate::fault::check(3 * n * word as u64, crate::Device::Cuda(ordinal)).is_ok();
+        if !room || taken.scratch.reserve(&stream, n, word, &plan).is_err() {
             // No room for the scratch: the plain kernel needs none.
             drop(taken);
             return self.insert_plain(keys, values, mode);

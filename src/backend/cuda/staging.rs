@@ -304,6 +304,8 @@ impl LazyStaging {
     fn with<R>(&self, table: &Arc<CudaStream>, f: impl FnOnce(&mut Staging) -> Result<R>) -> Result<R> {
         let mut guard = self.0.lock().unwrap_or_else(|p| p.into_inner());
         if guard.is_none() {
+            let ordinal = table.context().ordinal();
+            crate::fault::check((DEPTH * 4 * STAGING_BYTES) as u64, crate::Device::Cuda(ordinal))?;
             *guard = Some(Box::new(Staging::new(table).map_err(|e| driver_error(table.context().ordinal(), e))?));
         }
         match guard.as_deref_mut() {
