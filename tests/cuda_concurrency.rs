@@ -220,6 +220,8 @@ fn churn_round<K: Width>(
     let outcome = stream.clone_dtoh(&outcome).unwrap();
     let seen = stream.clone_dtoh(&seen).unwrap();
     stream.synchronize().unwrap();
+    // The host's counts (which size `export`) see the kernel's work only after a resync.
+    t.cuda_mut().unwrap().resync().unwrap_or_else(|e| panic!("{cx}: resync failed: {e}"));
     let after = snapshot(t, cx);
 
     // Per key: the values inserts wrote, the candidates for the final value
@@ -300,6 +302,7 @@ fn count_round<K: Width>(t: &mut HashTable<K, K>, k: &Kernels, pool: &[K], threa
     stream.synchronize().unwrap();
     let mut total = vec![0u64; pool.len()];
     let mut firsts = vec![0u64; pool.len()];
+    t.cuda_mut().unwrap().resync().unwrap_or_else(|e| panic!("{cx}: resync failed: {e}"));
     for at in 0..ops {
         assert!(outcome[at] == INSERTED || outcome[at] == EXISTING, "{cx}: an apply of {:?} failed", pool[idx[at] as usize]);
         total[idx[at] as usize] += 1;

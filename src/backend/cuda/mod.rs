@@ -775,19 +775,28 @@ impl<K: Key, V: Value> Backend<K, V> for CudaTable<K, V> {
     }
 
     fn export(&self) -> Result<(Vec<K>, Vec<V>)> {
-        let cap = self.live.max(1);
-        self.fault_check(cap as usize * (size_of::<K>() + size_of::<V>()))?;
-        // Safety: entries below the returned count are written by gh_export.
-        let mut k = unsafe { self.stream.alloc::<K>(cap as usize) }.map_err(|e| self.err(e))?;
-        let mut v = unsafe { self.stream.alloc::<V>(cap as usize) }.map_err(|e| self.err(e))?;
-        let slots = self.config.slots;
-        self.zero_counters()?;
-        let view = self.kernel_view();
-        let mut b = self.stream.launch_builder(&self.kernels.export);
-        b.arg(&view).arg(&slots).arg(&mut k).arg(&mut v).arg(&cap);
-        // Safety: arguments match gh_export; outputs hold `cap` elements.
-        unsafe { b.launch(grid(slots, self.sms)) }.map_err(|e| self.err(e))?;
-        let n = self.read_meta()?[3].min(cap) as usize;
+        // Sized by the host's count of live keys, which users' kernels make
+        // stale until `resync`: a table holding more is exported again with
+        // room for what the kernel counted, so no pair is ever left out.
+        let mut cap = self.live.max(1);
+        let (k, v, n) = loop {
+            self.fault_check(cap as usize * (size_of::<K>() + size_of::<V>()))?;
+            // Safety: entries below the returned count are written by gh_export.
+            let mut k = unsafe { self.stream.alloc::<K>(cap as usize) }.map_err(|e| self.err(e))?;
+            let mut v = unsafe { self.stream.alloc::<V>(cap as usize) }.map_err(|e| self.err(e))?;
+            let slots = self.config.slots;
+            self.zero_counters()?;
+            let view = self.kernel_view();
+            let mut b = self.stream.launch_builder(&self.kernels.export);
+            b.arg(&view).arg(&slots).arg(&mut k).arg(&mut v).arg(&cap);
+            // Safety: arguments match gh_export; outputs hold `cap` elements.
+            unsafe { b.launch(grid(slots, self.sms)) }.map_err(|e| self.err(e))?;
+            let found = self.read_meta()?[3];
+            if found <= cap {
+                break (k, v, found as usize);
+            }
+            cap = found;
+        };
         let mut keys = vec![K::from_u64(0); n];
         let mut values = vec![V::from_bits(0); n];
         self.stream.memcpy_dtoh(&k.slice(0..n), &mut keys).map_err(|e| self.err(e))?;
