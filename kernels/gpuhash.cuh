@@ -224,28 +224,46 @@ template <typename K, typename V> struct ViewCore {
     }
 
     // Out-of-band keys (the two slot markers) live in the metadata block.
+    // State 1 means an insert claimed the key and is writing its value: the
+    // key is present from the claim on, so lookups, erases and updates wait
+    // for the value (only users' kernels, which may erase while others
+    // insert, meet it outside inserts).
+    __device__ __forceinline__ u32 settled_state(int s) const {
+        u32 st;
+        while ((st = *(volatile u32*)&meta->special_state[s]) == 1u) __nanosleep(32);
+        return st;
+    }
     __device__ __forceinline__ bool find_special(int s, V* out) const {
-        if (*(volatile u32*)&meta->special_state[s] != 2) return false;
+        if (settled_state(s) != 2u) return false;
+        __threadfence();  // the value is read after the state that published it
         *out = from_bits<V>(*(volatile u64*)&meta->special_value[s]);
         return true;
     }
     __device__ __forceinline__ bool erase_special(int s) const {
-        return atomicCAS(&meta->special_state[s], 2u, 0u) == 2u;
+        while (true) {
+            const u32 was = atomicCAS(&meta->special_state[s], 2u, 0u);
+            if (was != 1u) return was == 2u;
+            settled_state(s);
+        }
     }
 
     // A three-state flag (absent, being written, present) guards the value
-    // so a reduction never combines into an unwritten value.
+    // so a reduction never combines into an unwritten value. A key erased
+    // after the insert saw it sends the insert back to claiming it (waiting
+    // for it to be present again could wait forever).
     __device__ int insert_special(int s, V value, u32 mode, u32 op) const {
         u32* state = &meta->special_state[s];
         u64* val = &meta->special_value[s];
-        if (atomicCAS(state, 0u, 1u) == 0u) {
-            atomicExch(val, to_bits<V>(value));
-            __threadfence();
-            atomicExch(state, 2u);
-            return INSERTED;
+        while (true) {
+            if (atomicCAS(state, 0u, 1u) == 0u) {
+                atomicExch(val, to_bits<V>(value));
+                __threadfence();
+                atomicExch(state, 2u);
+                return INSERTED;
+            }
+            if (mode == MODE_IF_ABSENT) return EXISTING;
+            if (settled_state(s) == 2u) break;
         }
-        if (mode == MODE_IF_ABSENT) return EXISTING;
-        while (*(volatile u32*)state != 2u) __nanosleep(32);
         __threadfence();
         if (mode == MODE_ASSIGN) atomicExch(val, to_bits<V>(value));
         else atomic_reduce<V>((V*)val, op, value);
