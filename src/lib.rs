@@ -35,6 +35,7 @@ pub mod backend;
 pub mod core;
 mod device;
 mod error;
+pub mod fault;
 mod memory;
 mod table;
 

@@ -101,6 +101,7 @@ impl Slots {
     pub(crate) fn alloc(ctx: &Arc<CudaContext>, stream: &Arc<CudaStream>, bytes: u64, memory: Memory) -> Result<Slots> {
         let ordinal = ctx.ordinal();
         let e = |e| driver_error(ordinal, e);
+        crate::fault::alloc_point(bytes, Device::Cuda(ordinal))?;
         if memory == Memory::Unified {
             check_unified(ctx)?;
         }
