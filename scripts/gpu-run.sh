@@ -21,9 +21,12 @@ fail=0
 if has tests; then
     for t in "$here"/bin/test-*; do
         n="$(basename "$t")"
-        "$t" --test-threads=4 > "$logs/$n.log" 2>&1
+        # The fault-injection tests print how many faults each target survived.
+        show=""; [ "$n" = test-faults ] && show=--nocapture
+        "$t" --test-threads=4 $show > "$logs/$n.log" 2>&1
         rc=$?
         note "tests $n: rc=$rc $(grep -E '^test result' "$logs/$n.log" | tail -1)"
+        [ -z "$show" ] || grep -E '^faults .*all schemes' "$logs/$n.log" | while read -r l; do note "  $l"; done
         [ $rc -eq 0 ] || fail=1
     done
 fi
