@@ -23,9 +23,11 @@ if has tests; then
     for t in "$here"/bin/test-*; do
         n="$(basename "$t")"
         [ -n "${TEST_BINS:-}" ] && [[ " $TEST_BINS " != *" ${n#test-} "* ]] && continue
-        "$t" --test-threads=4 --nocapture > "$logs/$n.log" 2>&1
+        show=--nocapture
+        "$t" --test-threads=4 $show > "$logs/$n.log" 2>&1
         rc=$?
         note "tests $n: rc=$rc $(grep -E '^test result' "$logs/$n.log" | tail -1)"
+        [ -z "$show" ] || grep -E '^faults .*all schemes' "$logs/$n.log" | while read -r l; do note "  $l"; done
         [ $rc -eq 0 ] || fail=1
     done
 fi

@@ -1,92 +1,170 @@
-//! Allocation fault injection, for tests that a failed allocation loses
-//! nothing.
+//! Fault injection: makes chosen allocations fail, for testing that a
+//! failure loses nothing.
 //!
-//! Every allocation of table memory or call scratch that happens before an
-//! operation changes the table, on every backend, first asks this module;
-//! while a [`FailAllocations`] guard lives, the allocations it names fail
-//! with [`Error::OutOfMemory`](crate::Error::OutOfMemory) as if the memory
-//! were not there. Allocations are counted process-wide (they happen per
-//! call, never per key, so the count costs nothing measurable), so a test
-//! enumerates the allocation points of an operation by failing the first,
-//! then the second, and so on, until the operation completes:
+//! Every allocation of table memory or of a call's scratch, in both
+//! backends, first passes an *allocation point* here: the CPU backend's
+//! cells, scheme words and cleaning buffer; the CUDA backend's slots,
+//! scheme words, failure list, uploads of host batches, gather and position
+//! lists, lookup outputs, staging buffers, region-build scratch and
+//! cleaning buffers. While a [`FailAllocations`] guard is alive, the points
+//! its thread passes are counted, and the chosen ones fail with
+//! [`Error::OutOfMemory`] as if memory had run out. A test can so walk
+//! through every allocation an operation makes (fail the first, then the
+//! second, ... until the operation completes without reaching the injected
+//! failure) and check each time that the operation either completed another
+//! way or failed and left the table as it was.
+//!
+//! Guards are per thread: a guard counts and fails only the allocation
+//! points of the thread that made it, and every allocation point runs on
+//! the thread that called the table (none inside the parallel loops), so
+//! tests that inject faults may run side by side. With no guard alive
+//! anywhere an allocation point costs one relaxed atomic load (allocations
+//! happen per call, never per key).
 //!
 //! ```
 //! use gpuhash::{fault, Device, Error, HashTable};
 //!
-//! let mut t = HashTable::<u32, u32>::new(Device::Cpu, 64)?;
+//! let mut t = HashTable::<u32, u32>::new(Device::Cpu, 1024)?;
 //! t.insert_or_assign(&[1, 2, 3], &[10, 20, 30])?;
-//! for k in 0.. {
-//!     let before = fault::allocations();
-//!     let guard = fault::FailAllocations::new(k, 1);
-//!     let result = t.rehash(4096);
-//!     drop(guard);
-//!     match result {
-//!         Err(Error::OutOfMemory { .. }) => assert_eq!(t.capacity(), 64, "unchanged"),
-//!         other => other?,
-//!     }
-//!     assert_eq!(t.find(&[1, 2, 3])?, vec![Some(10), Some(20), Some(30)]);
-//!     if fault::allocations() - before <= k {
-//!         break; // the operation made fewer than k + 1 allocations: all were tried
-//!     }
-//! }
+//! // The rehash's first allocation (the new cells) fails: nothing changes.
+//! let guard = fault::fail_allocations(0, 1);
+//! assert!(matches!(t.rehash(4096), Err(Error::OutOfMemory { .. })));
+//! assert_eq!(guard.injected(), 1);
+//! drop(guard);
+//! assert_eq!((t.len(), t.capacity(), t.get(2)?), (3, 1024, Some(20)));
 //! # Ok::<(), gpuhash::Error>(())
 //! ```
-//!
-//! The guard is process-wide: a test that uses it must keep other table
-//! work in the process from running meanwhile (a lock shared by its tests).
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::cell::Cell;
+use std::marker::PhantomData;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
-use crate::{Error, Result};
+use crate::{Device, Error, Result};
 
-/// Allocations asked for since the process started.
-static COUNT: AtomicU64 = AtomicU64::new(0);
-/// Allocations numbered in `[FAIL_FROM, FAIL_TO)` fail.
-static FAIL_FROM: AtomicU64 = AtomicU64::new(u64::MAX);
-static FAIL_TO: AtomicU64 = AtomicU64::new(0);
-/// Allocations failed on purpose since the process started.
-static INJECTED: AtomicU64 = AtomicU64::new(0);
+/// Guards alive in the process: allocation points look no further while 0.
+static GUARDS: AtomicUsize = AtomicUsize::new(0);
 
-/// Allocations the backends have asked for since the process started.
+/// A thread's injection plan: points numbered from 0 as they are passed,
+/// those in `fail` fail.
+#[derive(Clone, Copy)]
+struct Plan {
+    armed: bool,
+    seen: u64,
+    fail: (u64, u64),
+    injected: u64,
+}
+
+const OFF: Plan = Plan { armed: false, seen: 0, fail: (0, 0), injected: 0 };
+
+thread_local! {
+    static PLAN: Cell<Plan> = const { Cell::new(OFF) };
+}
+
+/// Makes allocation point number `skip` (counting from 0, from now, on this
+/// thread) and the `count - 1` after it fail with [`Error::OutOfMemory`],
+/// until the returned guard is dropped. `count` 0 fails none and only
+/// counts. Guards nest (drop them in reverse order); the newest one decides.
+pub fn fail_allocations(skip: u64, count: u64) -> FailAllocations {
+    let plan = Plan { armed: true, seen: 0, fail: (skip, skip.saturating_add(count)), injected: 0 };
+    let prev = PLAN.with(|p| p.replace(plan));
+    GUARDS.fetch_add(1, Ordering::Relaxed);
+    FailAllocations { prev, _thread: PhantomData }
+}
+
+/// Counts this thread's allocation points without failing any, until the
+/// guard is dropped: `fail_allocations(0, 0)`.
+pub fn count_allocations() -> FailAllocations {
+    fail_allocations(0, 0)
+}
+
+/// Allocation points this thread has passed since its newest guard was
+/// made (0 with no guard).
 pub fn allocations() -> u64 {
-    COUNT.load(Ordering::SeqCst)
+    PLAN.with(|p| p.get().seen)
 }
 
-/// Allocations failed on purpose since the process started.
-pub fn injected() -> u64 {
-    INJECTED.load(Ordering::SeqCst)
-}
-
-/// While alive, fails `count` allocations after letting `skip` more through.
-#[derive(Debug)]
-#[must_use = "the failures are armed only while the guard lives"]
+/// Injects allocation failures on its thread while alive (see
+/// [`fail_allocations`]).
+#[must_use = "failures are injected only while the guard is alive"]
 pub struct FailAllocations {
-    _private: (),
+    prev: Plan,
+    /// Per thread: the guard must be dropped where it was made.
+    _thread: PhantomData<*const ()>,
 }
 
 impl FailAllocations {
-    /// Fails allocations `skip .. skip + count`, counted from now.
-    pub fn new(skip: u64, count: u64) -> FailAllocations {
-        let now = COUNT.load(Ordering::SeqCst);
-        FAIL_TO.store(now.saturating_add(skip).saturating_add(count), Ordering::SeqCst);
-        FAIL_FROM.store(now.saturating_add(skip), Ordering::SeqCst);
-        FailAllocations { _private: () }
+    /// Allocation points passed since this guard was made.
+    pub fn allocations(&self) -> u64 {
+        allocations()
+    }
+
+    /// Failures injected since this guard was made.
+    pub fn injected(&self) -> u64 {
+        PLAN.with(|p| p.get().injected)
     }
 }
 
 impl Drop for FailAllocations {
     fn drop(&mut self) {
-        FAIL_FROM.store(u64::MAX, Ordering::SeqCst);
-        FAIL_TO.store(0, Ordering::SeqCst);
+        PLAN.with(|p| p.set(self.prev));
+        GUARDS.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
-/// Counts one allocation of `bytes` on `device`; fails it if a guard says so.
-pub(crate) fn check(bytes: u64, device: impl std::fmt::Display) -> Result<()> {
-    let n = COUNT.fetch_add(1, Ordering::SeqCst);
-    if n >= FAIL_FROM.load(Ordering::SeqCst) && n < FAIL_TO.load(Ordering::SeqCst) {
-        INJECTED.fetch_add(1, Ordering::SeqCst);
-        return Err(Error::OutOfMemory { bytes, device: device.to_string() });
+/// The allocation point every allocation of table memory or call scratch
+/// passes first: `bytes` about to be allocated on `device`. Fails only when
+/// a guard on this thread says so.
+#[inline]
+pub(crate) fn alloc_point(bytes: u64, device: Device) -> Result<()> {
+    // Relaxed suffices: a guard only acts on its own thread, which sees its own increment.
+    if GUARDS.load(Ordering::Relaxed) == 0 {
+        return Ok(());
     }
-    Ok(())
+    injected(bytes, device)
+}
+
+#[cold]
+fn injected(bytes: u64, device: Device) -> Result<()> {
+    PLAN.with(|p| {
+        let mut plan = p.get();
+        if !plan.armed {
+            return Ok(());
+        }
+        let n = plan.seen;
+        plan.seen += 1;
+        let fail = (plan.fail.0..plan.fail.1).contains(&n);
+        plan.injected += fail as u64;
+        p.set(plan);
+        if fail {
+            Err(Error::OutOfMemory { bytes, device: device.to_string() })
+        } else {
+            Ok(())
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chosen_points_fail_and_guards_restore_the_outer_plan() {
+        assert!(alloc_point(8, Device::Cpu).is_ok(), "no guard: nothing fails");
+        let outer = fail_allocations(1, 2);
+        assert!(alloc_point(8, Device::Cpu).is_ok());
+        assert!(matches!(alloc_point(8, Device::Cpu), Err(Error::OutOfMemory { bytes: 8, .. })));
+        {
+            let inner = count_allocations();
+            assert!(alloc_point(8, Device::Cpu).is_ok());
+            assert_eq!((inner.allocations(), inner.injected()), (1, 0));
+        }
+        assert!(alloc_point(8, Device::Cpu).is_err(), "the outer plan goes on where it was");
+        assert!(alloc_point(8, Device::Cpu).is_ok());
+        assert_eq!((outer.allocations(), outer.injected()), (4, 2));
+        // Other threads are not affected.
+        std::thread::spawn(|| assert!(alloc_point(8, Device::Cpu).is_ok())).join().unwrap();
+        drop(outer);
+        assert_eq!(allocations(), 0);
+        assert!(alloc_point(8, Device::Cpu).is_ok());
+    }
 }

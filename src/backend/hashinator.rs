@@ -25,6 +25,17 @@
 //! The parallel reinsertion only approximates that order (on the GPU not at
 //! all), so a key may be pushed past a probe limit much shorter than the
 //! table; such a key goes to [`rebuild_with`], which never drops it.
+//!
+//! **Memory.** Step 1 empties slots, so everything step 2 needs is
+//! allocated before it: the buffer of lifted keys (and on the GPU the
+//! insert's failure list). Only the fallback rebuild allocates afterwards (a
+//! new table). Should that fail, the keys it could not place are in no slot,
+//! and the backend's last resort puts them back with no memory at all: the
+//! probe limit becomes the whole table until the next rehash, and each such
+//! key takes the first EMPTY slot of its sequence (there are at least as
+//! many EMPTY slots as keys out: each left one behind). Lookups stop at the
+//! first EMPTY slot anyway, so they find every key; only the bound on a
+//! refused insert's walk is lost until a rehash restores it.
 
 use super::{Backend, InsertMode};
 use crate::core::keys::{Key, Value};
@@ -46,24 +57,31 @@ fn doubled(scheme: Scheme, slots: u64, slot_bytes: usize) -> Option<u64> {
 /// Rebuilds the table (dropping tombstones, and reaching keys a cleaning
 /// could not put back on their sequence) and inserts `keys`, which are in no
 /// slot: first at the same size, then doubling while keys still find no
-/// slot within the probe limit. Nothing is dropped; the capacity grows only
-/// when the keys do not fit at the current size.
+/// slot within the probe limit. The capacity grows only when the keys do
+/// not fit at the current size.
+///
+/// On error (no memory for a rebuild, or no larger size) the table holds
+/// every key it held, at some size, and `keys` and `values` are left
+/// holding the keys still in no slot: the caller must place them.
 pub(crate) fn rebuild_with<K: Key, V: Value, B: Backend<K, V> + ?Sized>(
     b: &mut B,
-    mut keys: Vec<K>,
-    mut values: Vec<V>,
+    keys: &mut Vec<K>,
+    values: &mut Vec<V>,
 ) -> Result<()> {
     let (scheme, bytes) = (b.scheme(), <K::Word<V> as Word>::BYTES);
     let mut slots = b.slots();
     loop {
         match b.rehash(slots) {
             Ok(()) => {
-                let out = b.insert(&keys, &values, InsertMode::IfAbsent)?;
+                // A failed insert stored nothing (the backend contract): `keys` stay out.
+                let out = b.insert(keys, values, InsertMode::IfAbsent)?;
                 if out.failed.is_empty() {
+                    keys.clear();
+                    values.clear();
                     return Ok(());
                 }
-                keys = out.failed.iter().map(|&i| keys[i]).collect();
-                values = out.failed.iter().map(|&i| values[i]).collect();
+                *keys = out.failed.iter().map(|&i| keys[i]).collect();
+                *values = out.failed.iter().map(|&i| values[i]).collect();
             }
             // The probe limit is too short for this size: keep the table, try a larger one.
             Err(Error::RehashFailed { .. }) => {}

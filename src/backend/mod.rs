@@ -52,14 +52,16 @@ pub struct Config {
 
 /// The slot work of a table. Implemented once per device.
 ///
-/// A call that returns an error has changed nothing: every allocation an
-/// operation needs before it writes to the table comes first (and goes
-/// through [`crate::fault`]), so running out of memory leaves the table as
-/// it was. Two allocations come later and are not fault-injected: the
-/// search for the batch positions of keys an insert refused (a few bytes
-/// per refused key), and the rebuild Hashinator's in-place tombstone
-/// cleaning needs in the rare case that its parallel reinsertion pushes a
-/// key past a probe limit much shorter than the table.
+/// **A call that returns an error has stored nothing and changed nothing**
+/// (`insert`, `erase`, `clear`, `rehash`, `clean_tombstones`): the table's
+/// keys, values and counts are as they were, and it stays usable. The table
+/// API relies on this to report exactly what a bulk call stored
+/// ([`Error::GrowthFailed`]). So every allocation an operation needs is made
+/// before its first write (each one passes [`crate::fault`]'s allocation
+/// point), and an allocation that comes later has a fallback that still
+/// completes the operation (the CUDA region build's scratch, the lists of
+/// refused positions, the cleaning's fallback rebuild). Only a failing
+/// device (a driver error mid-call) may break this.
 #[allow(clippy::len_without_is_empty)] // the table API offers is_empty
 pub trait Backend<K: Key, V: Value>: Send + Sync + 'static {
     /// For reaching a backend's own API (device buffers, views).
@@ -99,7 +101,10 @@ pub trait Backend<K: Key, V: Value>: Send + Sync + 'static {
     /// the table (a rehash at the same size); schemes with a cheaper way
     /// (Hashinator's compaction of displaced keys) override it. No key is
     /// ever lost: should a key find no slot within the probe limit again,
-    /// the table is rebuilt, at a larger size if it must be.
+    /// the table is rebuilt, at a larger size if it must be; should that
+    /// rebuild find no memory, the key goes to the first EMPTY slot of its
+    /// sequence however far, and until its next rehash the table probes the
+    /// whole table (lookups still stop at an EMPTY slot).
     fn clean_tombstones(&mut self) -> Result<()> {
         self.rehash(self.slots())
     }

@@ -56,7 +56,7 @@ pub struct CpuTable<K: Key, V: Value> {
 
 /// Allocates `slots` EMPTY cells, reporting failure instead of aborting.
 fn alloc_cells<Wd: Word>(slots: u64) -> Result<Vec<Wd::Atomic>> {
-    crate::fault::check(slots * Wd::BYTES as u64, "cpu")?;
+    crate::fault::alloc_point(slots.saturating_mul(Wd::BYTES as u64), Device::Cpu)?;
     let n = usize::try_from(slots).map_err(|_| oom(slots * Wd::BYTES as u64))?;
     let mut v: Vec<Wd::Atomic> = Vec::new();
     v.try_reserve_exact(n).map_err(|_| oom(slots * Wd::BYTES as u64))?;
@@ -66,7 +66,7 @@ fn alloc_cells<Wd: Word>(slots: u64) -> Result<Vec<Wd::Atomic>> {
 
 /// Allocates `n` zeroed scheme words.
 fn alloc_aux(n: u64) -> Result<Vec<AtomicU64>> {
-    crate::fault::check(n * 8, "cpu")?;
+    crate::fault::alloc_point(n.saturating_mul(8), Device::Cpu)?;
     let len = usize::try_from(n).map_err(|_| oom(n * 8))?;
     let mut v: Vec<AtomicU64> = Vec::new();
     v.try_reserve_exact(len).map_err(|_| oom(n * 8))?;
@@ -448,22 +448,32 @@ impl<K: Key, V: Value> Backend<K, V> for CpuTable<K, V> {
 
     fn rehash(&mut self, slots: u64) -> Result<()> {
         let config = Config { slots, ..self.config };
+        // Everything is allocated here, first: on failure the table is as it was.
         let mut fresh = CpuTable::<K, V>::new(config)?;
-        let pairs = self.pairs();
+        // Straight from the old cells (no copy of the pairs), then any stash.
+        let stash = with_probing!(self, p => p.extra_pairs());
+        let cells = &self.cells;
         let (moved, unplaced) = with_probing!(fresh, p => {
-            pairs
+            let place = |(moved, failed): (u64, u64), (k, v): (u64, u64)| match p.insert(k, v, |_| None) {
+                Placed::New => (moved + 1, failed),
+                _ => (moved, failed + 1),
+            };
+            let in_slots = cells
                 .par_chunks(CHUNK)
                 .map(|chunk| {
-                    let (mut moved, mut failed) = (0u64, 0u64);
-                    for &(k, v) in chunk {
-                        match p.insert(k, v, |_| None) {
-                            Placed::New => moved += 1,
-                            _ => failed += 1,
-                        }
-                    }
-                    (moved, failed)
+                    chunk
+                        .iter()
+                        .filter_map(|c| {
+                            let w = W::<K, V>::load(c);
+                            match slot_state(w) {
+                                SlotState::Full(k) => Some((k, w.value())),
+                                _ => None,
+                            }
+                        })
+                        .fold((0, 0), place)
                 })
-                .reduce(|| (0, 0), |a, b| (a.0 + b.0, a.1 + b.1))
+                .reduce(|| (0, 0), |a, b| (a.0 + b.0, a.1 + b.1));
+            stash.iter().copied().fold(in_slots, place)
         });
         if unplaced > 0 {
             // The new table is too small for its probe limit: keep the old one.

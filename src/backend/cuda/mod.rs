@@ -209,12 +209,14 @@ impl<K: Key, V: Value> CudaTable<K, V> {
         let sms = ctx
             .attribute(cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
             .map_err(e)? as u64;
+        crate::fault::alloc_point((8 * META_WORDS + 4 * FAILED_CAP) as u64, Device::Cuda(ordinal))?;
         let meta = stream.alloc_zeros::<u64>(META_WORDS).map_err(e)?;
         // Safety: written by the insert kernel before it is read.
         let failed = unsafe { stream.alloc::<u32>(FAILED_CAP) }.map_err(e)?;
         let slots = Self::alloc_slots(&ctx, &stream, config.slots, config.memory)?;
         let spb = K::Word::<V>::slots_per_bucket() as u64;
         let buckets = config.slots / spb;
+        crate::fault::alloc_point(8 * config.scheme.aux_words(buckets).max(1), Device::Cuda(ordinal))?;
         let aux = stream.alloc_zeros::<u64>(config.scheme.aux_words(buckets).max(1) as usize).map_err(e)?;
         Ok(CudaTable {
             probe: ProbeParams { buckets, seed: config.seed, limit: config.max_probe_buckets.clamp(1, buckets) },
@@ -417,9 +419,16 @@ impl<K: Key, V: Value> CudaTable<K, V> {
         let have = self.failed.len();
         // Grown to the batch, or far larger than this batch needs: give the memory back.
         if have < want || (have > FAILED_CAP && have / 4 > want) {
-            self.fault_check(want * 4)?;
-            // Safety: written by the insert kernel before it is read.
-            self.failed = unsafe { self.stream.alloc::<u32>(want) }.map_err(|e| self.err(e))?;
+            let fresh = crate::fault::alloc_point(4 * want as u64, self.device()).and_then(|()| {
+                // Safety: written by the insert kernel before it is read.
+                unsafe { self.stream.alloc::<u32>(want) }.map_err(|e| self.err(e))
+            });
+            match fresh {
+                Ok(f) => self.failed = f,
+                // Only shrinking: the larger buffer serves.
+                Err(_) if have >= want => {}
+                Err(e) => return Err(e),
+            }
         }
         Ok(self.failed.len() as u64)
     }
@@ -446,11 +455,26 @@ impl<K: Key, V: Value> CudaTable<K, V> {
         }
     }
 
-    /// `keys[positions]`, gathered on the device (positions are few; the batch may be huge).
+    /// `keys[positions]`, gathered on the device (positions are few; the
+    /// batch may be huge), or from a copy of the batch when the device has
+    /// no memory for the gather: it runs after an insert stored keys, and
+    /// must not fail for want of memory then.
     fn gather_keys(&self, keys: &CudaView<'_, K>, positions: &[usize]) -> Result<Vec<K>> {
+        match self.gather_on_device(keys, positions) {
+            Err(Error::OutOfMemory { .. }) => {
+                let all = self.stream.clone_dtoh(keys).map_err(|e| self.err(e))?;
+                self.stream.synchronize().map_err(|e| self.err(e))?;
+                Ok(positions.iter().map(|&p| all[p]).collect())
+            }
+            other => other,
+        }
+    }
+
+    fn gather_on_device(&self, keys: &CudaView<'_, K>, positions: &[usize]) -> Result<Vec<K>> {
         let pos: Vec<u32> = positions.iter().map(|&p| p as u32).collect();
         let pos_dev = self.upload(&pos)?;
         let n = pos.len() as u64;
+        crate::fault::alloc_point((pos.len() * std::mem::size_of::<K>()) as u64, self.device())?;
         // Safety: fully written by gh_gather_keys.
         let mut out = unsafe { self.stream.alloc::<K>(pos.len()) }.map_err(|e| self.err(e))?;
         let mut b = self.stream.launch_builder(&self.kernels.gather_keys);
@@ -471,7 +495,10 @@ impl<K: Key, V: Value> CudaTable<K, V> {
     /// Positions of `keys` absent from the table (`among` is None) or equal to
     /// an entry of the ascending `among.0`, searched by `among.1`
     /// (gh_region_positions); about `expected` of them, more when a key is
-    /// repeated in the batch, and then a second pass takes them all.
+    /// repeated in the batch, and then a second pass takes them all. This
+    /// runs after an insert stored keys, so it must not fail for want of
+    /// memory: without room for the list it searches the batch in windows
+    /// no longer than the failure buffer, which then holds any window's.
     fn collect_positions(
         &mut self,
         keys: &CudaView<'_, K>,
@@ -481,31 +508,16 @@ impl<K: Key, V: Value> CudaTable<K, V> {
         let n = keys.len() as u64;
         let mut cap = expected.clamp(1, n.max(1));
         loop {
-            // Safety: written by the kernel before being read.
-            let mut out = unsafe { self.stream.alloc::<u32>(cap as usize) }.map_err(|e| self.err(e))?;
-            self.reset_counters()?;
-            let view = self.kernel_view();
-            match among {
-                None => {
-                    let mut b = self.stream.launch_builder(&self.kernels.collect_absent);
-                    b.arg(&view).arg(keys).arg(&n).arg(&mut out).arg(&cap);
-                    // Safety: arguments match gh_collect_absent.
-                    unsafe { b.launch(grid(n, self.sms)) }.map_err(|e| self.err(e))?;
-                }
-                Some((sorted, search)) => {
-                    let m = sorted.len() as u64;
-                    let mut b = self.stream.launch_builder(search);
-                    b.arg(&view).arg(keys).arg(&n).arg(sorted).arg(&m).arg(&mut out).arg(&cap);
-                    // As many blocks as are resident at once (8 of 256 threads an SM),
-                    // each thread loading 8 keys a step (POS_BATCH): each block first
-                    // stages the refused keys.
-                    let blocks = n.div_ceil(8 * BLOCK as u64).clamp(1, self.sms * 8);
-                    let cfg = LaunchConfig { grid_dim: (blocks as u32, 1, 1), block_dim: (BLOCK, 1, 1), shared_mem_bytes: 0 };
-                    // Safety: arguments match gh_region_positions; `sorted` holds m keys.
-                    unsafe { b.launch(cfg) }.map_err(|e| self.err(e))?;
-                }
-            }
-            let found = self.read_meta()?[3];
+            let out = crate::fault::alloc_point(4 * cap, self.device()).and_then(|()| {
+                // Safety: written by the kernel before being read.
+                unsafe { self.stream.alloc::<u32>(cap as usize) }.map_err(|e| self.err(e))
+            });
+            let out = match out {
+                Ok(out) => out,
+                Err(Error::OutOfMemory { .. }) => return self.positions_in_windows(keys, among),
+                Err(e) => return Err(e),
+            };
+            let found = self.search_positions(keys, among, &out, cap)?;
             if found > cap {
                 cap = found;
                 continue;
@@ -515,6 +527,68 @@ impl<K: Key, V: Value> CudaTable<K, V> {
             self.stream.synchronize().map_err(|e| self.err(e))?;
             return Ok(f.into_iter().map(|i| i as usize).collect());
         }
+    }
+
+    /// [`Self::collect_positions`] with no memory to spare: windows of the
+    /// batch as long as the failure buffer (each position is found once, so
+    /// a window's fit), one search and readback each.
+    fn positions_in_windows(
+        &self,
+        keys: &CudaView<'_, K>,
+        among: Option<(&CudaSlice<K>, &CudaFunction)>,
+    ) -> Result<Vec<usize>> {
+        let w = self.failed.len();
+        let mut all = Vec::new();
+        for lo in (0..keys.len()).step_by(w.max(1)) {
+            let hi = (lo + w).min(keys.len());
+            let found = self.search_positions(&keys.slice(lo..hi), among, &self.failed, w as u64)?;
+            let mut f = vec![0u32; found.min(w as u64) as usize];
+            self.stream.memcpy_dtoh(&self.failed.slice(0..f.len()), &mut f).map_err(|e| self.err(e))?;
+            self.stream.synchronize().map_err(|e| self.err(e))?;
+            all.extend(f.into_iter().map(|i| lo + i as usize));
+        }
+        Ok(all)
+    }
+
+    /// One search of [`Self::collect_positions`]: writes up to `cap`
+    /// positions to `out` and returns how many it found.
+    fn search_positions(
+        &self,
+        keys: &CudaView<'_, K>,
+        among: Option<(&CudaSlice<K>, &CudaFunction)>,
+        out: &CudaSlice<u32>,
+        cap: u64,
+    ) -> Result<u64> {
+        let n = keys.len() as u64;
+        // The kernel writes `out` on the table stream, which orders every use of it.
+        let out = {
+            let (ptr, _record) = out.device_ptr(&self.stream);
+            ptr
+        };
+        self.zero_counters()?;
+        let view = self.kernel_view();
+        match among {
+            None => {
+                let mut b = self.stream.launch_builder(&self.kernels.collect_absent);
+                b.arg(&view).arg(keys).arg(&n).arg(&out).arg(&cap);
+                // Safety: arguments match gh_collect_absent; `out` holds `cap` positions.
+                unsafe { b.launch(grid(n, self.sms)) }.map_err(|e| self.err(e))?;
+            }
+            Some((sorted, search)) => {
+                let m = sorted.len() as u64;
+                let mut b = self.stream.launch_builder(search);
+                b.arg(&view).arg(keys).arg(&n).arg(sorted).arg(&m).arg(&out).arg(&cap);
+                // As many blocks as are resident at once (8 of 256 threads an SM),
+                // each thread loading 8 keys a step (POS_BATCH): each block first
+                // stages the refused keys.
+                let blocks = n.div_ceil(8 * BLOCK as u64).clamp(1, self.sms * 8);
+                let cfg = LaunchConfig { grid_dim: (blocks as u32, 1, 1), block_dim: (BLOCK, 1, 1), shared_mem_bytes: 0 };
+                // Safety: arguments match gh_region_positions; `sorted` holds m
+                // keys, `out` holds `cap` positions.
+                unsafe { b.launch(cfg) }.map_err(|e| self.err(e))?;
+            }
+        }
+        Ok(self.read_meta()?[3])
     }
 
     /// Looks up keys in device memory; `found` receives 0/1 bytes.
@@ -607,14 +681,8 @@ impl<K: Key, V: Value> CudaTable<K, V> {
     }
 
     fn upload<T: DeviceRepr>(&self, data: &[T]) -> Result<CudaSlice<T>> {
-        self.fault_check(std::mem::size_of_val(data))?;
+        crate::fault::alloc_point(std::mem::size_of_val(data) as u64, self.device())?;
         self.stream.clone_htod(data).map_err(|e| self.err(e))
-    }
-
-    /// Asks the fault hook (`crate::fault`) before allocating `bytes` of
-    /// device memory that an operation needs before it changes the table.
-    fn fault_check(&self, bytes: usize) -> Result<()> {
-        crate::fault::check(bytes as u64, Device::Cuda(self.ctx.ordinal()))
     }
 }
 
@@ -667,7 +735,7 @@ impl<K: Key, V: Value> Backend<K, V> for CudaTable<K, V> {
             return self.find_staged(keys, values, found);
         }
         let k = self.upload(keys)?;
-        self.fault_check(keys.len() * (size_of::<V>() + 1))?;
+        crate::fault::alloc_point((keys.len() * (std::mem::size_of::<V>() + 1)) as u64, self.device())?;
         // Safety: fully written by gh_find.
         let mut v = unsafe { self.stream.alloc::<V>(keys.len()) }.map_err(|e| self.err(e))?;
         let mut f = unsafe { self.stream.alloc::<u8>(keys.len()) }.map_err(|e| self.err(e))?;
@@ -690,6 +758,7 @@ impl<K: Key, V: Value> Backend<K, V> for CudaTable<K, V> {
             return self.contains_staged(keys, found);
         }
         let k = self.upload(keys)?;
+        crate::fault::alloc_point(keys.len() as u64, self.device())?;
         // Safety: fully written by gh_contains.
         let mut f = unsafe { self.stream.alloc::<u8>(keys.len()) }.map_err(|e| self.err(e))?;
         let hits = self.contains_device(&k.as_view(), &mut f.as_view_mut())?;
@@ -741,7 +810,7 @@ impl<K: Key, V: Value> Backend<K, V> for CudaTable<K, V> {
         let spb = K::Word::<V>::slots_per_bucket() as u64;
         let buckets = slots / spb;
         let aux_words = self.config.scheme.aux_words(buckets).max(1) as usize;
-        self.fault_check(aux_words * 8)?;
+        crate::fault::alloc_point(8 * aux_words as u64, self.device())?;
         let new_aux = self.stream.alloc_zeros::<u64>(aux_words).map_err(|e| self.err(e))?;
         // The new table shares the metadata block: out-of-band keys carry over.
         self.reset_counters()?;
@@ -780,7 +849,7 @@ impl<K: Key, V: Value> Backend<K, V> for CudaTable<K, V> {
         // room for what the kernel counted, so no pair is ever left out.
         let mut cap = self.live.max(1);
         let (k, v, n) = loop {
-            self.fault_check(cap as usize * (size_of::<K>() + size_of::<V>()))?;
+            crate::fault::alloc_point(cap * (std::mem::size_of::<K>() + std::mem::size_of::<V>()) as u64, self.device())?;
             // Safety: entries below the returned count are written by gh_export.
             let mut k = unsafe { self.stream.alloc::<K>(cap as usize) }.map_err(|e| self.err(e))?;
             let mut v = unsafe { self.stream.alloc::<V>(cap as usize) }.map_err(|e| self.err(e))?;

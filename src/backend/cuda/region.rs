@@ -73,7 +73,7 @@ use super::CudaTable;
 use crate::backend::{InsertMode, RawInsert};
 use crate::core::keys::{Key, Value};
 use crate::core::layout::{Word, BUCKET_BYTES};
-use crate::{Error, Result};
+use crate::{Device, Error, Result};
 
 /// Bytes of table one block builds: 64 KiB leaves room for three blocks per
 /// SM in the 228 KiB of an H100/H200, and makes 2^27 eight-byte slots 16 Ki
@@ -265,7 +265,7 @@ impl RegionScratch {
     }
 
     /// Grows every buffer to what a batch of `n` keys of `word` bytes and `plan` needs.
-    fn reserve(&mut self, stream: &Arc<CudaStream>, n: u64, word: usize, plan: &Plan) -> std::result::Result<(), DriverError> {
+    fn reserve(&mut self, stream: &Arc<CudaStream>, n: u64, word: usize, plan: &Plan) -> Result<()> {
         let n = n as usize;
         let r = plan.regions as usize;
         ensure(stream, &mut self.words, n * word)?;
@@ -282,17 +282,15 @@ impl RegionScratch {
     }
 }
 
-fn ensure<T: DeviceRepr>(
-    stream: &Arc<CudaStream>,
-    slot: &mut Option<CudaSlice<T>>,
-    len: usize,
-) -> std::result::Result<(), DriverError> {
+fn ensure<T: DeviceRepr>(stream: &Arc<CudaStream>, slot: &mut Option<CudaSlice<T>>, len: usize) -> Result<()> {
     if !slot.as_ref().is_some_and(|s| s.len() >= len) {
         *slot = None; // free the old buffer before taking a larger one
+        let ordinal = stream.context().ordinal();
+        crate::fault::alloc_point((len.max(1) * std::mem::size_of::<T>()) as u64, Device::Cuda(ordinal))?;
         // Safety: every element a kernel reads is written first (counts are
         // zeroed, offsets scanned, bins scattered, deferred positions below
         // counters[2]).
-        *slot = Some(unsafe { stream.alloc::<T>(len.max(1)) }?);
+        *slot = Some(unsafe { stream.alloc::<T>(len.max(1)) }.map_err(|e| super::driver_error(ordinal, e))?);
     }
     Ok(())
 }
@@ -434,6 +432,10 @@ impl Trace {
 impl<K: Key, V: Value> CudaTable<K, V> {
     /// Inserts a large batch by regions (see the module documentation); the
     /// same outcome as the plain kernel, failed positions exact and ascending.
+    /// Its memory is taken before the first kernel (without the scratch the
+    /// plain kernel runs instead); after the kernels, the steps that allocate
+    /// (the refused keys' positions) have fallbacks that need no memory, so
+    /// it never fails for want of memory having stored part of the batch.
     pub(super) fn insert_regions(
         &mut self,
         keys: &CudaView<'_, K>,
@@ -453,8 +455,7 @@ impl<K: Key, V: Value> CudaTable<K, V> {
         let mut trace = Trace::new(&stream);
 
         let mut taken = Taken::new(ordinal);
-        let room = crate::fault::check(3 * n * word as u64, crate::Device::Cuda(ordinal)).is_ok();
-        if !room || taken.scratch.reserve(&stream, n, word, &plan).is_err() {
+        if taken.scratch.reserve(&stream, n, word, &plan).is_err() {
             // No room for the scratch: the plain kernel needs none.
             drop(taken);
             return self.insert_plain(keys, values, mode);
@@ -619,11 +620,22 @@ impl<K: Key, V: Value> CudaTable<K, V> {
 
     /// The positions of `keys` that hold one of `refused` (the keys a build
     /// failed to store, in any order): a search of the batch, not a lookup
-    /// of every key in the table.
+    /// of every key in the table. The build has stored keys by now, so this
+    /// must not fail for want of memory: without room for the sorted list on
+    /// the device, a copy of the batch is searched on the host.
     fn positions_of(&mut self, search: &CudaFunction, keys: &CudaView<'_, K>, mut refused: Vec<K>) -> Result<Vec<usize>> {
         refused.sort_unstable();
         refused.dedup();
-        let sorted = self.upload(&refused)?;
+        let sorted = match self.upload(&refused) {
+            Ok(sorted) => sorted,
+            Err(Error::OutOfMemory { .. }) => {
+                let batch = self.stream.clone_dtoh(keys).map_err(|e| self.err(e))?;
+                self.stream.synchronize().map_err(|e| self.err(e))?;
+                let refused_at = |(i, k): (usize, &K)| refused.binary_search(k).is_ok().then_some(i);
+                return Ok(batch.iter().enumerate().filter_map(refused_at).collect());
+            }
+            Err(e) => return Err(e),
+        };
         self.collect_positions(keys, refused.len() as u64, Some((&sorted, search)))
     }
 }

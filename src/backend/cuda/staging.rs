@@ -35,7 +35,7 @@ use cudarc::driver::{
 use super::{driver_error, mode_codes, CudaTable};
 use crate::backend::{InsertMode, RawInsert};
 use crate::core::keys::{Key, Value};
-use crate::Result;
+use crate::{Device, Result};
 
 /// Batches shorter than this keep the simple path (one pageable copy each
 /// way around one kernel): a batch smaller than a chunk has nothing to
@@ -304,8 +304,8 @@ impl LazyStaging {
     fn with<R>(&self, table: &Arc<CudaStream>, f: impl FnOnce(&mut Staging) -> Result<R>) -> Result<R> {
         let mut guard = self.0.lock().unwrap_or_else(|p| p.into_inner());
         if guard.is_none() {
-            let ordinal = table.context().ordinal();
-            crate::fault::check((DEPTH * 4 * STAGING_BYTES) as u64, crate::Device::Cuda(ordinal))?;
+            // Pinned buffers both ways and their device halves.
+            crate::fault::alloc_point((4 * DEPTH * STAGING_BYTES) as u64, Device::Cuda(table.context().ordinal()))?;
             *guard = Some(Box::new(Staging::new(table).map_err(|e| driver_error(table.context().ordinal(), e))?));
         }
         match guard.as_deref_mut() {

@@ -23,7 +23,7 @@ use super::kernels::Kernels;
 use super::{driver_error, grid, mode_codes, CudaTable, DeviceView};
 use crate::backend::InsertMode;
 use crate::core::keys::{Key, Value};
-use crate::{Error, InsertReport, NotStored, Result};
+use crate::{Device, Error, InsertReport, NotStored, Result};
 
 /// Bytes of the metadata counters an async call resets (`counters[0..4]`).
 const COUNTER_BYTES: usize = 32;
@@ -101,8 +101,21 @@ impl<K: Key> PendingInsert<'_, K> {
     }
 }
 
-/// `keys[positions]`, gathered on the call's stream.
+/// `keys[positions]`, gathered on the call's stream; from a copy of the
+/// batch when the device has no memory for the gather (the insert is done:
+/// its report must not be lost for want of memory).
 fn gather<K: Key>(p: &InsertScratch<'_, K>, positions: &[u32]) -> Result<Vec<K>, DriverError> {
+    match gather_on_device(p, positions) {
+        Err(e) if e.0 == cudarc::driver::sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY => {
+            let all = p.stream.clone_dtoh(&p.keys)?;
+            p.stream.synchronize()?;
+            Ok(positions.iter().map(|&i| all[i as usize]).collect())
+        }
+        other => other,
+    }
+}
+
+fn gather_on_device<K: Key>(p: &InsertScratch<'_, K>, positions: &[u32]) -> Result<Vec<K>, DriverError> {
     let s = &p.stream;
     let pos = s.clone_htod(positions)?;
     let n = positions.len() as u64;
@@ -215,6 +228,7 @@ impl<K: Key, V: Value> CudaTable<K, V> {
         }
         let n = keys.len() as u64;
         let e = |e| self.err(e);
+        crate::fault::alloc_point(24 + 4 * n, Device::Cuda(self.ctx.ordinal()))?;
         let view = self.enter(stream).map_err(e)?;
         // Safety: written by the kernel (failed, up to the failure count) and
         // the counter copy before they are read.
@@ -319,6 +333,7 @@ impl<K: Key, V: Value> CudaTable<K, V> {
         }
         let n = keys.len() as u64;
         let e = |e| self.err(e);
+        crate::fault::alloc_point(8, Device::Cuda(self.ctx.ordinal()))?;
         let view = self.enter(stream).map_err(e)?;
         // Safety: written by the counter copy before it is read.
         let mut counter = unsafe { stream.alloc::<u64>(1) }.map_err(e)?;

@@ -100,8 +100,8 @@ impl Slots {
     /// particular must never oversubscribe the GPU.
     pub(crate) fn alloc(ctx: &Arc<CudaContext>, stream: &Arc<CudaStream>, bytes: u64, memory: Memory) -> Result<Slots> {
         let ordinal = ctx.ordinal();
-        crate::fault::check(bytes, Device::Cuda(ordinal))?;
         let e = |e| driver_error(ordinal, e);
+        crate::fault::alloc_point(bytes, Device::Cuda(ordinal))?;
         if memory == Memory::Unified {
             check_unified(ctx)?;
         }
