@@ -186,8 +186,10 @@ impl Staging {
             (0..DEPTH).map(|_| unsafe { ctx.alloc_pinned_with_flags::<u8>(STAGING_BYTES, flags) }).collect()
         };
         let events = || (0..DEPTH).map(|_| ctx.new_event(None)).collect::<Result<Vec<_>, _>>();
-        // Safety: as for the pinned buffers.
-        let device = unsafe { table.alloc::<u8>(DEPTH * 2 * STAGING_BYTES) }?;
+        // Zeroed once: the kernels write the packed arrays of a chunk, not
+        // the alignment padding between them, which the download copies too
+        // (compute-sanitizer's initcheck flags a copy of unwritten bytes).
+        let device = table.alloc_zeros::<u8>(DEPTH * 2 * STAGING_BYTES)?;
         let device_base = {
             let (ptr, _record) = device.device_ptr(table);
             ptr
