@@ -100,7 +100,7 @@ if has sanitizer; then
         # the one that measures device memory (which the tools' own
         # allocations change) stay out.
         tests="$("$here/bin/test-$bin" --list 2>/dev/null | sed -n 's/: test$//p' | grep -E -- "${SANITIZER_FILTER:-.}" |
-            grep -vE 'on_the_cpu|nearly_full')"
+            grep -vE '^cpu_|out_of_device_memory')"
         for tool in ${SANITIZER_TOOLS:-memcheck racecheck synccheck initcheck}; do
             for t in $tests; do
                 # Tests with pairs of their own (tests/common/suite.rs).
