@@ -12,7 +12,11 @@ pub enum Device {
     Cpu,
     /// The NVIDIA GPU with this ordinal, through the CUDA driver.
     Cuda(usize),
-    /// A GPU through wgpu (Vulkan, Metal, DX12, WebGPU). Not available yet.
+    /// The default wgpu adapter (Vulkan, Metal, DX12 or browser WebGPU): a
+    /// discrete or integrated GPU if there is one, else a CPU implementation
+    /// such as Mesa's lavapipe. [`gpuhash::backend::wgpu::adapters`](crate::backend::wgpu)
+    /// lists what wgpu finds. Implements [`Scheme::Linear`](crate::Scheme::Linear)
+    /// only so far (needs the `wgpu` feature, on by default).
     Wgpu,
 }
 
@@ -27,11 +31,17 @@ impl Device {
         }
     }
 
-    /// `Ok` if tables of `scheme` can be created on this device, or why not.
-    /// Every scheme runs on every device that is available.
+    /// `Ok` if tables of `scheme` can be created on this device, or why not:
+    /// [`Error::Unavailable`] when the device cannot be used, and
+    /// [`Error::Unsupported`] for a scheme its backend does not implement.
+    /// Every scheme runs on the CPU and on CUDA; wgpu runs
+    /// [`Scheme::Linear`](crate::Scheme::Linear) only so far.
     pub fn check_scheme(self, scheme: crate::Scheme) -> Result<(), Error> {
-        let _ = scheme;
-        self.check_available()
+        self.check_available()?;
+        match self {
+            Device::Wgpu => crate::backend::wgpu_scheme(scheme),
+            _ => Ok(()),
+        }
     }
 
     /// `Ok` if tables can be created on this device, or why not.
@@ -39,10 +49,7 @@ impl Device {
         match self {
             Device::Cpu => Ok(()),
             Device::Cuda(i) => crate::backend::cuda_available(i),
-            Device::Wgpu => Err(Error::Unavailable {
-                device: self.to_string(),
-                reason: "the wgpu backend is not implemented yet".into(),
-            }),
+            Device::Wgpu => crate::backend::wgpu_available(),
         }
     }
 }

@@ -42,6 +42,9 @@ mod table;
 /// The cudarc version gpuhash is built with, for device buffers and streams.
 #[cfg(feature = "cuda")]
 pub use cudarc;
+/// The wgpu version gpuhash is built with (adapter information).
+#[cfg(feature = "wgpu")]
+pub use wgpu;
 
 pub use crate::core::keys::{Key, Reduce, Value, ValueKind};
 pub use crate::core::scheme::Scheme;
