@@ -10,3 +10,41 @@ mod common;
 use gpuhash::{Device, Scheme};
 
 conformance_suite!(wgpu_linear, Device::Wgpu, Scheme::Linear);
+
+use common::{distinct_keys, usable, Ctx, Target, TestValue};
+use gpuhash::{HashTable, Key};
+
+/// The WGSL hash, home bucket and probe order are the CPU's: keys inserted
+/// one call at a time (so no two race for a slot) land in the very slots
+/// they take on the CPU, in a table small enough that most runs collide,
+/// and `export` (which lists slots in order on both) returns the same
+/// sequence. Both slot widths; keys of every width of the hash input.
+#[test]
+fn placement_matches_the_cpu() {
+    placement_body::<u32, u32>();
+    placement_body::<u64, u64>();
+    placement_body::<u32, f64>();
+}
+
+fn placement_body<K: Key, V: TestValue>() {
+    let Some(dev) = usable(Target::new(Device::Wgpu, Scheme::Linear)) else { return };
+    let mut cx = Ctx::new::<K, V>("placement_matches_the_cpu", dev);
+    let build = |device| {
+        HashTable::<K, V>::builder().device(device).capacity(512).max_load_factor(1.0).growth(false).max_probe_buckets(8).build::<K, V>()
+    };
+    let (mut gpu, mut cpu) = (build(Device::Wgpu).unwrap(), build(Device::Cpu).unwrap());
+    let mut keys = distinct_keys::<K>(&mut cx.rng, 400);
+    keys.extend((0..40).map(|k| K::from_u64(k << 20)));
+    for (i, &k) in keys.iter().enumerate() {
+        let v = [V::from_i64(i as i64)];
+        let (g, c) = (gpu.insert_or_assign(&[k], &v), cpu.insert_or_assign(&[k], &v));
+        assert_eq!(g.is_ok(), c.is_ok(), "{cx}: key {k:?}: wgpu {g:?}, cpu {c:?}");
+    }
+    let (ge, ce) = (gpu.export().unwrap(), cpu.export().unwrap());
+    assert!(ge.0.len() > 300, "{cx}: only {} keys stored", ge.0.len());
+    assert_eq!(ge.0, ce.0, "{cx}: the slots' keys differ from the CPU's");
+    let (gs, cs) = (gpu.stats().unwrap(), cpu.stats().unwrap());
+    assert_eq!((gs.len, gs.tombstones), (cs.len, cs.tombstones), "{cx}: stats");
+    assert_eq!(format!("{gs:?}"), format!("{cs:?}"), "{cx}: displacement");
+    cx.count(keys.len());
+}

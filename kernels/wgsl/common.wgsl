@@ -3,6 +3,8 @@
 // The constants (GH_*) are not defined here: src/core/constants.rs
 // (wgsl_header) emits them from the Rust core and prepends them when the
 // pipelines are created, so the shaders and the CPU backend cannot drift.
+// GH_NONE ("no slot": absent, or no free slot found) comes from
+// src/backend/wgpu/gpu.rs the same way.
 //
 // Only 32-bit integers and 32-bit atomics are used, as in browser WebGPU:
 // 64-bit keys, values and hash arithmetic are vec2<u32> (x = low word,
@@ -52,9 +54,6 @@ struct Params {
 @group(0) @binding(4) var<storage, read> values: array<u32>;
 // Per item: what the entry point reports (see each one).
 @group(0) @binding(5) var<storage, read_write> results: array<u32>;
-
-// "No slot": the key is absent, or found no free slot.
-const GH_NONE: u32 = 0xffffffffu;
 
 // ------------------------------------------------------------------ hash
 

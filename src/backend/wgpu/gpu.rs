@@ -22,10 +22,15 @@ pub const COMMON_SOURCE: &str = include_str!("../../../kernels/wgsl/common.wgsl"
 /// The linear scheme's entry points (`kernels/wgsl/linear.wgsl`).
 pub const LINEAR_SOURCE: &str = include_str!("../../../kernels/wgsl/linear.wgsl");
 
+/// "No slot" in the shaders' results (`GH_NONE`): the key is absent, or
+/// found no free slot.
+pub(crate) const NONE: u32 = u32::MAX;
+
 /// The complete WGSL module for slots of word type `W`: the constants
-/// emitted from the Rust core, then the shared code, then the scheme.
+/// emitted from the Rust core and this backend, then the shared code, then
+/// the scheme.
 pub fn shader_source<W: Word>() -> String {
-    format!("{}\n{COMMON_SOURCE}\n{LINEAR_SOURCE}", wgsl_header::<W>())
+    format!("{}const GH_NONE: u32 = 0x{NONE:08x}u;\n\n{COMMON_SOURCE}\n{LINEAR_SOURCE}", wgsl_header::<W>())
 }
 
 /// The entry points of a module.
@@ -411,5 +416,28 @@ impl Work<'_> {
         };
         staging.unmap();
         Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Runs without an adapter: both modules parse and validate with no
+    /// optional capability (no 64-bit integers or atomics, no f64: the
+    /// browser's WebGPU), and the sources define none of the shared
+    /// constants themselves.
+    #[test]
+    fn shaders_validate_without_optional_capabilities() {
+        for (name, text) in [("common.wgsl", COMMON_SOURCE), ("linear.wgsl", LINEAR_SOURCE)] {
+            let own = text.lines().find(|l| l.trim_start().starts_with("const GH_"));
+            assert!(own.is_none(), "kernels/wgsl/{name} defines {own:?}: emit it from the Rust core instead");
+        }
+        for source in [shader_source::<u64>(), shader_source::<u128>()] {
+            let module = naga::front::wgsl::parse_str(&source).unwrap_or_else(|e| panic!("{}", e.emit_to_string(&source)));
+            naga::valid::Validator::new(naga::valid::ValidationFlags::all(), naga::valid::Capabilities::empty())
+                .validate(&module)
+                .unwrap_or_else(|e| panic!("{}", e.emit_to_string(&source)));
+        }
     }
 }

@@ -37,7 +37,7 @@ use std::hash::{BuildHasherDefault, Hasher};
 use std::marker::PhantomData;
 use std::sync::Arc;
 
-use self::gpu::{Bindings, Gpu, Kernel, Params};
+use self::gpu::{Bindings, Gpu, Kernel, Params, NONE};
 use super::{Backend, Config, InsertMode, RawInsert};
 use crate::core::hash::{mix64, DEFAULT_SEED};
 use crate::core::keys::{special_index, Key, Reduce, Value};
@@ -50,8 +50,6 @@ pub use self::gpu::{adapters, shader_source, COMMON_SOURCE, LINEAR_SOURCE};
 
 /// Items per dispatch at most (the binding-size limit may lower it).
 const MAX_CHUNK: usize = 1 << 22;
-/// "No slot" in the shaders' results (`GH_NONE`).
-const NONE: u32 = u32::MAX;
 
 type W<K, V> = <K as Key>::Word<V>;
 
