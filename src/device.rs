@@ -18,6 +18,10 @@ pub enum Device {
     /// lists what wgpu finds. Implements [`Scheme::Linear`](crate::Scheme::Linear)
     /// only so far (needs the `wgpu` feature, on by default).
     Wgpu,
+    /// The wgpu adapter with this index in
+    /// [`gpuhash::backend::wgpu::adapters`](crate::backend::wgpu), to pick
+    /// one adapter among several; otherwise as [`Device::Wgpu`].
+    WgpuAdapter(usize),
 }
 
 impl Device {
@@ -39,7 +43,7 @@ impl Device {
     pub fn check_scheme(self, scheme: crate::Scheme) -> Result<(), Error> {
         self.check_available()?;
         match self {
-            Device::Wgpu => crate::backend::wgpu_scheme(scheme),
+            Device::Wgpu | Device::WgpuAdapter(_) => crate::backend::wgpu_scheme(scheme),
             _ => Ok(()),
         }
     }
@@ -49,7 +53,8 @@ impl Device {
         match self {
             Device::Cpu => Ok(()),
             Device::Cuda(i) => crate::backend::cuda_available(i),
-            Device::Wgpu => crate::backend::wgpu_available(),
+            Device::Wgpu => crate::backend::wgpu_available(None),
+            Device::WgpuAdapter(i) => crate::backend::wgpu_available(Some(i)),
         }
     }
 }
@@ -60,21 +65,23 @@ impl fmt::Display for Device {
             Device::Cpu => write!(f, "cpu"),
             Device::Cuda(i) => write!(f, "cuda:{i}"),
             Device::Wgpu => write!(f, "wgpu"),
+            Device::WgpuAdapter(i) => write!(f, "wgpu:{i}"),
         }
     }
 }
 
 impl FromStr for Device {
     type Err = String;
-    /// Parses `cpu`, `cuda`, `cuda:N` or `wgpu`.
+    /// Parses `cpu`, `cuda`, `cuda:N`, `wgpu` or `wgpu:N`.
     fn from_str(s: &str) -> Result<Self, String> {
         match s {
             "cpu" => Ok(Device::Cpu),
             "cuda" => Ok(Device::Cuda(0)),
             "wgpu" => Ok(Device::Wgpu),
-            _ => match s.strip_prefix("cuda:").map(str::parse::<usize>) {
-                Some(Ok(i)) => Ok(Device::Cuda(i)),
-                _ => Err(format!("unknown device '{s}' (expected cpu, cuda, cuda:N or wgpu)")),
+            _ => match (s.strip_prefix("cuda:").map(str::parse::<usize>), s.strip_prefix("wgpu:").map(str::parse::<usize>)) {
+                (Some(Ok(i)), _) => Ok(Device::Cuda(i)),
+                (_, Some(Ok(i))) => Ok(Device::WgpuAdapter(i)),
+                _ => Err(format!("unknown device '{s}' (expected cpu, cuda, cuda:N, wgpu or wgpu:N)")),
             },
         }
     }

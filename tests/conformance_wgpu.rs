@@ -48,3 +48,27 @@ fn placement_body<K: Key, V: TestValue>() {
     assert_eq!(format!("{gs:?}"), format!("{cs:?}"), "{cx}: displacement");
     cx.count(keys.len());
 }
+
+/// `Device::WgpuAdapter(i)` opens the `i`th of `adapters()`, and an index
+/// past them is unavailable (an error, not a panic).
+#[test]
+fn adapters_by_index() {
+    let Some(_) = usable(Target::new(Device::Wgpu, Scheme::Linear)) else { return };
+    let found = gpuhash::backend::wgpu::adapters();
+    assert!(!found.is_empty(), "Device::Wgpu works, yet no adapter is listed");
+    for (i, a) in found.iter().enumerate() {
+        println!("wgpu adapter {i}: {} ({:?}, {:?})", a.name, a.backend, a.device_type);
+    }
+    let dev: Device = "wgpu:0".parse().unwrap();
+    assert_eq!(dev, Device::WgpuAdapter(0));
+    assert_eq!(dev.to_string(), "wgpu:0");
+    let mut t = HashTable::<u64, i64>::new(dev, 64).unwrap();
+    t.insert_or_apply(&[1, 1, u64::MAX], &[-2, 5, 7], gpuhash::Reduce::Sum).unwrap();
+    assert_eq!(t.find(&[1, u64::MAX, 2]).unwrap(), vec![Some(3), Some(7), None]);
+    assert_eq!(t.device(), Device::WgpuAdapter(0));
+    let past = Device::WgpuAdapter(found.len());
+    assert!(matches!(past.check_available(), Err(gpuhash::Error::Unavailable { .. })), "{past}");
+    assert!(matches!(HashTable::<u32, u32>::new(past, 64), Err(gpuhash::Error::Unavailable { .. })), "{past}");
+    let r = HashTable::<u32, u32>::builder().device(Device::Wgpu).scheme(Scheme::Cuckoo).build::<u32, u32>();
+    assert!(matches!(r, Err(gpuhash::Error::Unsupported(_))), "cuckoo on wgpu: {r:?}");
+}

@@ -127,7 +127,7 @@ pub(crate) fn create<K: Key, V: Value>(device: Device, config: Config) -> Result
         #[cfg(feature = "cuda")]
         Device::Cuda(i) => Ok(Box::new(cuda::CudaTable::<K, V>::new(i, config)?)),
         #[cfg(feature = "wgpu")]
-        Device::Wgpu => Ok(Box::new(wgpu::WgpuTable::<K, V>::new(config)?)),
+        Device::Wgpu | Device::WgpuAdapter(_) => Ok(Box::new(wgpu::WgpuTable::<K, V>::new(device, config)?)),
         // Reached only by devices whose feature is off.
         #[allow(unreachable_patterns)]
         other => Err(unavailable(other)),
@@ -156,16 +156,16 @@ pub(crate) fn cuda_available(ordinal: usize) -> Result<()> {
     }
 }
 
-/// Whether a wgpu adapter can be used.
-pub(crate) fn wgpu_available() -> Result<()> {
+/// Whether the default wgpu adapter (`None`) or adapter `index` can be used.
+pub(crate) fn wgpu_available(index: Option<usize>) -> Result<()> {
     #[cfg(feature = "wgpu")]
     {
-        wgpu::available()
+        wgpu::available(index)
     }
     #[cfg(not(feature = "wgpu"))]
     {
         Err(Error::Unavailable {
-            device: Device::Wgpu.to_string(),
+            device: index.map_or(Device::Wgpu, Device::WgpuAdapter).to_string(),
             reason: "gpuhash was built without the `wgpu` feature".into(),
         })
     }
@@ -180,6 +180,6 @@ pub(crate) fn wgpu_scheme(scheme: Scheme) -> Result<()> {
     #[cfg(not(feature = "wgpu"))]
     {
         let _ = scheme;
-        wgpu_available()
+        wgpu_available(None)
     }
 }

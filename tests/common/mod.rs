@@ -176,8 +176,10 @@ pub fn usable(dev: Target) -> Option<Target> {
                 eprintln!("skipped: no CUDA device ({e})");
                 None
             }
-            Device::Wgpu if required("GPUHASH_REQUIRE_WGPU") => panic!("GPUHASH_REQUIRE_WGPU=1, but no wgpu adapter ({e})"),
-            Device::Wgpu => {
+            Device::Wgpu | Device::WgpuAdapter(_) if required("GPUHASH_REQUIRE_WGPU") => {
+                panic!("GPUHASH_REQUIRE_WGPU=1, but no wgpu adapter ({e})")
+            }
+            Device::Wgpu | Device::WgpuAdapter(_) => {
                 eprintln!("skipped: no wgpu adapter ({e})");
                 None
             }

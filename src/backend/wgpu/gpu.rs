@@ -6,7 +6,7 @@
 //! [`Error::OutOfMemory`] instead of wgpu's default panic.
 
 use std::borrow::Cow;
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use wgpu::util::DeviceExt;
 
@@ -79,37 +79,54 @@ fn instance() -> wgpu::Instance {
     })
 }
 
-/// The adapters wgpu finds on this machine, in the order it lists them
-/// (what `Device::Wgpu` picks from: a discrete or integrated GPU before a
-/// CPU implementation such as lavapipe).
+/// The adapters wgpu finds on this machine; `Device::WgpuAdapter(i)` opens
+/// the `i`th. (`Device::Wgpu` picks among them: a discrete or integrated
+/// GPU before a CPU implementation such as lavapipe.)
 pub fn adapters() -> Vec<wgpu::AdapterInfo> {
     pollster::block_on(instance().enumerate_adapters(wgpu::Backends::all())).iter().map(|a| a.get_info()).collect()
 }
 
-static DEFAULT: OnceLock<std::result::Result<Arc<Gpu>, String>> = OnceLock::new();
+type Opened = std::result::Result<Arc<Gpu>, String>;
 
-/// The default adapter, opened on first use; the reason when there is none.
-pub(crate) fn default_gpu() -> Result<Arc<Gpu>> {
-    DEFAULT
-        .get_or_init(|| open().map(Arc::new))
-        .clone()
-        .map_err(|reason| Error::Unavailable { device: Device::Wgpu.to_string(), reason })
+/// Adapters opened so far (`None`: the default one), each once per process.
+static OPENED: Mutex<Vec<(Option<usize>, Opened)>> = Mutex::new(Vec::new());
+
+/// The default adapter (`None`) or adapter `index` of [`adapters`], opened
+/// on first use and shared by every table on it; the reason when it cannot be.
+pub(crate) fn gpu(index: Option<usize>) -> Result<Arc<Gpu>> {
+    let device = index.map_or(Device::Wgpu, Device::WgpuAdapter);
+    let mut opened = OPENED.lock().unwrap_or_else(|p| p.into_inner());
+    let found = match opened.iter().find(|(i, _)| *i == index) {
+        Some((_, r)) => r.clone(),
+        None => {
+            let r = open(index).map(Arc::new);
+            opened.push((index, r.clone()));
+            r
+        }
+    };
+    found.map_err(|reason| Error::Unavailable { device: device.to_string(), reason })
 }
 
-fn open() -> std::result::Result<Gpu, String> {
+fn open(index: Option<usize>) -> std::result::Result<Gpu, String> {
     let instance = instance();
-    // A hardware adapter if there is one, else a CPU implementation.
-    let adapter = [false, true]
-        .into_iter()
-        .find_map(|fallback| {
-            pollster::block_on(instance.request_adapter(&wgpu::RequestAdapterOptions {
-                power_preference: wgpu::PowerPreference::HighPerformance,
-                force_fallback_adapter: fallback,
-                ..Default::default()
-            }))
-            .ok()
-        })
-        .ok_or_else(|| "no wgpu adapter (no Vulkan, Metal or DX12 driver found)".to_string())?;
+    let adapter = match index {
+        Some(i) => pollster::block_on(instance.enumerate_adapters(wgpu::Backends::all()))
+            .into_iter()
+            .nth(i)
+            .ok_or_else(|| format!("no wgpu adapter with index {i} ({} found)", adapters().len()))?,
+        // A hardware adapter if there is one, else a CPU implementation.
+        None => [false, true]
+            .into_iter()
+            .find_map(|fallback| {
+                pollster::block_on(instance.request_adapter(&wgpu::RequestAdapterOptions {
+                    power_preference: wgpu::PowerPreference::HighPerformance,
+                    force_fallback_adapter: fallback,
+                    ..Default::default()
+                }))
+                .ok()
+            })
+            .ok_or_else(|| "no wgpu adapter (no Vulkan, Metal or DX12 driver found)".to_string())?,
+    };
     let info = adapter.get_info();
     // Everything the adapter offers: the largest tables it can hold. No
     // optional features: the shaders need only 32-bit atomics.

@@ -53,9 +53,10 @@ const MAX_CHUNK: usize = 1 << 22;
 
 type W<K, V> = <K as Key>::Word<V>;
 
-/// `Ok` if the default wgpu adapter can be opened, or why not.
-pub(crate) fn available() -> Result<()> {
-    gpu::default_gpu().map(|_| ())
+/// `Ok` if the default wgpu adapter (`None`) or adapter `index` can be
+/// opened, or why not.
+pub(crate) fn available(index: Option<usize>) -> Result<()> {
+    gpu::gpu(index).map(|_| ())
 }
 
 /// `Ok` if the wgpu backend implements `scheme`.
@@ -333,16 +334,23 @@ pub struct WgpuTable<K: Key, V: Value> {
     /// Values of the keys stored out of band ([`Key::EMPTY`], [`Key::TOMBSTONE`]).
     specials: [Option<V>; 2],
     config: Config,
+    device: Device,
     _types: PhantomData<K>,
 }
 
 impl<K: Key, V: Value> WgpuTable<K, V> {
-    /// An empty table with `config.slots` slots on the default adapter.
-    pub fn new(config: Config) -> Result<Self> {
+    /// An empty table with `config.slots` slots on `device`
+    /// ([`Device::Wgpu`] or [`Device::WgpuAdapter`]).
+    pub fn new(device: Device, config: Config) -> Result<Self> {
+        let index = match device {
+            Device::Wgpu => None,
+            Device::WgpuAdapter(i) => Some(i),
+            other => return Err(Error::Unsupported(format!("{other} is not a wgpu device"))),
+        };
+        let gpu = gpu::gpu(index)?;
         check_scheme(config.scheme)?;
-        let gpu = gpu::default_gpu()?;
         let slots = Slots::new(gpu, &config, W::<K, V>::BYTES)?;
-        Ok(WgpuTable { slots, specials: [None, None], config, _types: PhantomData })
+        Ok(WgpuTable { slots, specials: [None, None], config, device, _types: PhantomData })
     }
 
     /// The adapter the table lives on.
@@ -384,7 +392,7 @@ impl<K: Key, V: Value> Backend<K, V> for WgpuTable<K, V> {
         self
     }
     fn device(&self) -> Device {
-        Device::Wgpu
+        self.device
     }
     fn scheme(&self) -> Scheme {
         self.config.scheme
