@@ -12,8 +12,16 @@ pub enum Device {
     Cpu,
     /// The NVIDIA GPU with this ordinal, through the CUDA driver.
     Cuda(usize),
-    /// A GPU through wgpu (Vulkan, Metal, DX12, WebGPU). Not available yet.
+    /// The default wgpu adapter (Vulkan, Metal, DX12 or browser WebGPU): a
+    /// discrete or integrated GPU if there is one, else a CPU implementation
+    /// such as Mesa's lavapipe. [`gpuhash::backend::wgpu::adapters`](crate::backend::wgpu)
+    /// lists what wgpu finds. Implements [`Scheme::Linear`](crate::Scheme::Linear)
+    /// only so far (needs the `wgpu` feature, on by default).
     Wgpu,
+    /// The wgpu adapter with this index in
+    /// [`gpuhash::backend::wgpu::adapters`](crate::backend::wgpu), to pick
+    /// one adapter among several; otherwise as [`Device::Wgpu`].
+    WgpuAdapter(usize),
 }
 
 impl Device {
@@ -27,11 +35,17 @@ impl Device {
         }
     }
 
-    /// `Ok` if tables of `scheme` can be created on this device, or why not.
-    /// Every scheme runs on every device that is available.
+    /// `Ok` if tables of `scheme` can be created on this device, or why not:
+    /// [`Error::Unavailable`] when the device cannot be used, and
+    /// [`Error::Unsupported`] for a scheme its backend does not implement.
+    /// Every scheme runs on the CPU and on CUDA; wgpu runs
+    /// [`Scheme::Linear`](crate::Scheme::Linear) only so far.
     pub fn check_scheme(self, scheme: crate::Scheme) -> Result<(), Error> {
-        let _ = scheme;
-        self.check_available()
+        self.check_available()?;
+        match self {
+            Device::Wgpu | Device::WgpuAdapter(_) => crate::backend::wgpu_scheme(scheme),
+            _ => Ok(()),
+        }
     }
 
     /// `Ok` if tables can be created on this device, or why not.
@@ -39,10 +53,8 @@ impl Device {
         match self {
             Device::Cpu => Ok(()),
             Device::Cuda(i) => crate::backend::cuda_available(i),
-            Device::Wgpu => Err(Error::Unavailable {
-                device: self.to_string(),
-                reason: "the wgpu backend is not implemented yet".into(),
-            }),
+            Device::Wgpu => crate::backend::wgpu_available(None),
+            Device::WgpuAdapter(i) => crate::backend::wgpu_available(Some(i)),
         }
     }
 }
@@ -53,21 +65,23 @@ impl fmt::Display for Device {
             Device::Cpu => write!(f, "cpu"),
             Device::Cuda(i) => write!(f, "cuda:{i}"),
             Device::Wgpu => write!(f, "wgpu"),
+            Device::WgpuAdapter(i) => write!(f, "wgpu:{i}"),
         }
     }
 }
 
 impl FromStr for Device {
     type Err = String;
-    /// Parses `cpu`, `cuda`, `cuda:N` or `wgpu`.
+    /// Parses `cpu`, `cuda`, `cuda:N`, `wgpu` or `wgpu:N`.
     fn from_str(s: &str) -> Result<Self, String> {
         match s {
             "cpu" => Ok(Device::Cpu),
             "cuda" => Ok(Device::Cuda(0)),
             "wgpu" => Ok(Device::Wgpu),
-            _ => match s.strip_prefix("cuda:").map(str::parse::<usize>) {
-                Some(Ok(i)) => Ok(Device::Cuda(i)),
-                _ => Err(format!("unknown device '{s}' (expected cpu, cuda, cuda:N or wgpu)")),
+            _ => match (s.strip_prefix("cuda:").map(str::parse::<usize>), s.strip_prefix("wgpu:").map(str::parse::<usize>)) {
+                (Some(Ok(i)), _) => Ok(Device::Cuda(i)),
+                (_, Some(Ok(i))) => Ok(Device::WgpuAdapter(i)),
+                _ => Err(format!("unknown device '{s}' (expected cpu, cuda, cuda:N, wgpu or wgpu:N)")),
             },
         }
     }

@@ -1,9 +1,10 @@
 //! # gpuhash
 //!
 //! Hash tables for GPUs that are just as usable from the CPU: one bulk-first
-//! API over a CPU backend (all cores, atomic) and GPU backends that share its
-//! slot layout, hash function and probe order, so results agree bit for bit
-//! and the CPU backend doubles as the reference for GPU results.
+//! API over a CPU backend (all cores, atomic) and GPU backends (CUDA, and
+//! WGSL through wgpu for any GPU or a browser) that share its slot layout,
+//! hash function and probe order, so results agree bit for bit and the CPU
+//! backend doubles as the reference for GPU results.
 //!
 //! * Keys `u32`/`u64`, values `u32 u64 i32 i64 f32 f64`; **every key value is
 //!   legal** (slot markers are handled out of band).
@@ -42,6 +43,9 @@ mod table;
 /// The cudarc version gpuhash is built with, for device buffers and streams.
 #[cfg(feature = "cuda")]
 pub use cudarc;
+/// The wgpu version gpuhash is built with (adapter information).
+#[cfg(feature = "wgpu")]
+pub use wgpu;
 
 pub use crate::core::keys::{Key, Reduce, Value, ValueKind};
 pub use crate::core::scheme::Scheme;

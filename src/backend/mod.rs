@@ -12,6 +12,8 @@ pub mod cpu;
 pub(crate) mod hashinator;
 #[cfg(feature = "cuda")]
 pub mod cuda;
+#[cfg(feature = "wgpu")]
+pub mod wgpu;
 
 /// How an insert treats a key that is already present.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -124,6 +126,10 @@ pub(crate) fn create<K: Key, V: Value>(device: Device, config: Config) -> Result
         Device::Cpu => Ok(Box::new(cpu::CpuTable::<K, V>::new(config)?)),
         #[cfg(feature = "cuda")]
         Device::Cuda(i) => Ok(Box::new(cuda::CudaTable::<K, V>::new(i, config)?)),
+        #[cfg(feature = "wgpu")]
+        Device::Wgpu | Device::WgpuAdapter(_) => Ok(Box::new(wgpu::WgpuTable::<K, V>::new(device, config)?)),
+        // Reached only by devices whose feature is off.
+        #[allow(unreachable_patterns)]
         other => Err(unavailable(other)),
     }
 }
@@ -147,5 +153,33 @@ pub(crate) fn cuda_available(ordinal: usize) -> Result<()> {
             device: Device::Cuda(ordinal).to_string(),
             reason: "gpuhash was built without the `cuda` feature".into(),
         })
+    }
+}
+
+/// Whether the default wgpu adapter (`None`) or adapter `index` can be used.
+pub(crate) fn wgpu_available(index: Option<usize>) -> Result<()> {
+    #[cfg(feature = "wgpu")]
+    {
+        wgpu::available(index)
+    }
+    #[cfg(not(feature = "wgpu"))]
+    {
+        Err(Error::Unavailable {
+            device: index.map_or(Device::Wgpu, Device::WgpuAdapter).to_string(),
+            reason: "gpuhash was built without the `wgpu` feature".into(),
+        })
+    }
+}
+
+/// Whether the wgpu backend implements `scheme`.
+pub(crate) fn wgpu_scheme(scheme: Scheme) -> Result<()> {
+    #[cfg(feature = "wgpu")]
+    {
+        wgpu::check_scheme(scheme)
+    }
+    #[cfg(not(feature = "wgpu"))]
+    {
+        let _ = scheme;
+        wgpu_available(None)
     }
 }

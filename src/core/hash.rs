@@ -11,6 +11,8 @@
 pub const MIX_MUL_1: u64 = 0xff51_afd7_ed55_8ccd;
 /// Second multiplier of the 64-bit finaliser.
 pub const MIX_MUL_2: u64 = 0xc4ce_b9fe_1a85_ec53;
+/// Shift of the finaliser's xor-shift steps (`h ^= h >> MIX_SHIFT`).
+pub const MIX_SHIFT: u32 = 33;
 /// Default seed xored into every key before mixing. Tables rebuilt with a
 /// new seed (for example after too many probe failures) change it.
 pub const DEFAULT_SEED: u64 = 0x9e37_79b9_7f4a_7c15;
@@ -19,11 +21,11 @@ pub const DEFAULT_SEED: u64 = 0x9e37_79b9_7f4a_7c15;
 #[inline(always)]
 pub const fn mix64(key: u64, seed: u64) -> u64 {
     let mut h = key ^ seed;
-    h ^= h >> 33;
+    h ^= h >> MIX_SHIFT;
     h = h.wrapping_mul(MIX_MUL_1);
-    h ^= h >> 33;
+    h ^= h >> MIX_SHIFT;
     h = h.wrapping_mul(MIX_MUL_2);
-    h ^= h >> 33;
+    h ^= h >> MIX_SHIFT;
     h
 }
 

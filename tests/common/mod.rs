@@ -162,22 +162,30 @@ pub fn pair_selected<K: Key, V: Value>(body: &str) -> bool {
     on
 }
 
-/// Whether the tests may run on `dev`. A missing CUDA device skips the test
-/// loudly (or fails it when `GPUHASH_REQUIRE_CUDA=1`); any other device must work.
+/// Whether the tests may run on `dev`. A missing CUDA device or wgpu
+/// adapter skips the test loudly (or fails it when `GPUHASH_REQUIRE_CUDA=1`
+/// or `GPUHASH_REQUIRE_WGPU=1`); any other device must work, and so must
+/// every scheme instantiated on a device that is there.
 pub fn usable(dev: Target) -> Option<Target> {
+    let required = |var: &str| std::env::var(var).is_ok_and(|v| v == "1");
     match dev.device.check_scheme(dev.scheme) {
         Ok(()) => Some(dev),
-        Err(e) => {
-            let required = std::env::var("GPUHASH_REQUIRE_CUDA").is_ok_and(|v| v == "1");
-            match dev.device {
-                Device::Cuda(_) if required => panic!("GPUHASH_REQUIRE_CUDA=1, but no CUDA device ({e})"),
-                Device::Cuda(_) => {
-                    eprintln!("skipped: no CUDA device ({e})");
-                    None
-                }
-                _ => panic!("{e}"),
+        Err(e @ Error::Unavailable { .. }) => match dev.device {
+            Device::Cuda(_) if required("GPUHASH_REQUIRE_CUDA") => panic!("GPUHASH_REQUIRE_CUDA=1, but no CUDA device ({e})"),
+            Device::Cuda(_) => {
+                eprintln!("skipped: no CUDA device ({e})");
+                None
             }
-        }
+            Device::Wgpu | Device::WgpuAdapter(_) if required("GPUHASH_REQUIRE_WGPU") => {
+                panic!("GPUHASH_REQUIRE_WGPU=1, but no wgpu adapter ({e})")
+            }
+            Device::Wgpu | Device::WgpuAdapter(_) => {
+                eprintln!("skipped: no wgpu adapter ({e})");
+                None
+            }
+            _ => panic!("{e}"),
+        },
+        Err(e) => panic!("{e}"),
     }
 }
 

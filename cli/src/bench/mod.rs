@@ -144,7 +144,7 @@ fn parse_seed(s: &str) -> Result<u64, String> {
 #[derive(Debug, Args)]
 #[command(after_help = defaults::help_text())]
 pub(crate) struct BenchArgs {
-    /// Device: cpu, cuda, cuda:N or wgpu [default: the best available]
+    /// Device: cpu, cuda, cuda:N, wgpu or wgpu:N [default: the best available]
     #[arg(long, value_parser = parse_device)]
     device: Option<Device>,
     /// Operations, comma-separated, or all: insert, insert_if_absent, find_hit,
@@ -443,7 +443,7 @@ pub(crate) fn run(args: BenchArgs) -> Result<(), BenchError> {
         seed: grid.seed,
     };
     let gpu_limits = settings.limits && matches!(device, Device::Cuda(_));
-    if settings.limits && device == Device::Wgpu {
+    if settings.limits && matches!(device, Device::Wgpu | Device::WgpuAdapter(_)) {
         eprintln!("note: no limit kernels for {device} yet; its rows get no pct_of_limit");
     }
     let limit_steps = if measure_limits { limit_plan.steps() } else { 0 }
