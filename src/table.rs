@@ -150,7 +150,7 @@ impl Builder {
     ///     .device(Device::Cpu)
     ///     .capacity(1 << 12)
     ///     .paged(Paging::new(4, 1)) // 4 pages of 1024 slots, 1 resident
-    ///     .build()?;
+    ///     .build::<u32, u32>()?;
     /// t.insert_or_assign(&[1, 2, 3], &[10, 20, 30])?;
     /// assert_eq!(t.find(&[3, 1, 9])?, vec![Some(30), Some(10), None]);
     /// assert_eq!(t.capacity(), 1 << 12);
@@ -348,6 +348,10 @@ impl<K: Key, V: Value> HashTable<K, V> {
     ///
     /// Such a key grows the table when growth is on; with growth off it is
     /// reported in [`Error::TableFull`], never lost.
+    ///
+    /// A paged table ([`Builder::paged`]) gives each page room for its
+    /// share of `additional` keys routed uniformly (the mean plus four
+    /// standard deviations), and the pages together room for all of them.
     pub fn reserve(&mut self, additional: u64) -> Result<()> {
         let policy = self.policy();
         match self.paged_mut() {

@@ -11,11 +11,11 @@
 //!   position in the caller's batch.
 //! * The routed operations: each runs the plain operation on every sub-table
 //!   the batch touches, in the order the sub-tables ask for
-//!   ([`SubTables::visit_order`]: a paged table serves resident pages
+//!   (`SubTables::visit_order`: a paged table serves resident pages
 //!   first), and scatters results back to the caller's order; refused
 //!   positions come back as caller positions, ascending. Counts are sums.
 //! * Growth per sub-table: an insert with growth runs the table API's growth
-//!   loop ([`crate::growth`]) on each sub-table alone, so a full sub-table is
+//!   loop (`src/growth.rs`) on each sub-table alone, so a full sub-table is
 //!   rebuilt larger by itself and never the whole table.
 //!
 //! Every key, out-of-band ones included (`0`/`MAX` and their neighbours,
@@ -24,7 +24,7 @@
 //! table would, so `len` and `out_of_band` stay sums over sub-tables.
 //!
 //! [`paged`] holds the paged table; a sharded table would implement
-//! [`SubTables`] over its shards and reuse everything here.
+//! `SubTables` over its shards and reuse everything here.
 
 pub mod paged;
 

@@ -32,7 +32,7 @@
 //! **Growth**: the page count is fixed when the table is built (the initial
 //! capacity split evenly), so a key's page never changes. A page that
 //! reaches its maximum load is rebuilt larger by itself, through the same
-//! growth loop as a single table ([`crate::growth`]); the other pages are
+//! growth loop as a single table (`src/growth.rs`); the other pages are
 //! not touched. With growth off, each page refuses exactly the keys it has
 //! no slot for. Should a page fail to grow (no memory), the paged table
 //! writes back and frees its other resident pages and redoes that page's
@@ -492,9 +492,10 @@ impl<K: Key, V: Value> Backend<K, V> for PagedTable<K, V> {
     /// keep their size and every key.
     fn rehash(&mut self, slots: u64) -> Result<()> {
         let share = slots.div_ceil(self.pages() as u64);
+        let scheme = self.scheme;
         super::for_each(self.set_mut(), |_, t| {
             let need = crate::core::capacity::slots_for_keys(t.len(), 1.0);
-            t.rehash(share.max(need))?;
+            t.rehash(checked_slots::<K, V>(scheme, share.max(need))?)?;
             Ok(true)
         })
     }
