@@ -60,7 +60,9 @@ pub enum Error {
     /// Keys stored before the call stay stored; of the batch, exactly the
     /// positions in `not_stored` were not stored, everything else was. The
     /// table is usable, at its old size. (When the call could store nothing,
-    /// it returns `cause` itself and the table is unchanged.)
+    /// it returns `cause` itself and the table is unchanged.) On a paged
+    /// table the page that could not grow, even when redone alone, keeps
+    /// its size, and what the other pages stored stays stored.
     #[error(
         "the table could not grow ({cause}): {} of the batch's keys were not stored ({} new, {} existing were)",
         not_stored.positions.len(), not_stored.report.inserted, not_stored.report.existing

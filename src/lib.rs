@@ -37,7 +37,9 @@ pub mod core;
 mod device;
 mod error;
 pub mod fault;
+mod growth;
 mod memory;
+pub mod routed;
 mod table;
 
 /// The cudarc version gpuhash is built with, for device buffers and streams.
@@ -52,4 +54,5 @@ pub use crate::core::scheme::Scheme;
 pub use device::Device;
 pub use error::{Error, NotStored, Result};
 pub use memory::Memory;
+pub use routed::paged::{Paging, PagingStats, Residency};
 pub use table::{Builder, HashTable, InsertReport, Stats};

@@ -1,12 +1,13 @@
 //! The table API: argument checks, growth and conveniences over a backend.
 
-use crate::backend::{self, Backend, Config, InsertMode, RawInsert};
-use crate::core::capacity::{self, load_limit};
+use crate::backend::{self, Backend, Config, InsertMode};
+use crate::core::capacity;
 use crate::core::hash::DEFAULT_SEED;
 use crate::core::keys::{Key, Reduce, Value};
 use crate::core::layout::Word;
 use crate::core::scheme::Scheme;
-use crate::error::NotStored;
+use crate::growth::{checked_slots, Grower, Policy};
+use crate::routed::paged::{PagedTable, Paging};
 use crate::{Device, Error, Memory, Result};
 
 /// What a bulk insert did.
@@ -56,6 +57,7 @@ pub struct Builder {
     seed: u64,
     scheme: Scheme,
     memory: Memory,
+    paging: Option<Paging>,
 }
 
 impl Default for Builder {
@@ -69,6 +71,7 @@ impl Default for Builder {
             seed: DEFAULT_SEED,
             scheme: Scheme::Linear,
             memory: Memory::Device,
+            paging: None,
         }
     }
 }
@@ -130,6 +133,33 @@ impl Builder {
         self.memory = memory;
         self
     }
+    /// Splits the table into pages held in host memory, at most
+    /// `paging.resident` of them resident at a time (default: one table,
+    /// no paging). The capacity is split evenly among `paging.pages`
+    /// pages, each an ordinary table of the chosen scheme; a key's page
+    /// comes from hash bits independent of its place inside the page, and a
+    /// page that fills up grows alone. The `HashTable` API is unchanged;
+    /// [`HashTable::paged`] reaches the pages and their paging statistics.
+    /// CPU only for now ([`Error::Unsupported`] elsewhere); see
+    /// [`crate::routed::paged`].
+    ///
+    /// ```
+    /// use gpuhash::{Device, HashTable, Paging};
+    ///
+    /// let mut t = HashTable::<u32, u32>::builder()
+    ///     .device(Device::Cpu)
+    ///     .capacity(1 << 12)
+    ///     .paged(Paging::new(4, 1)) // 4 pages of 1024 slots, 1 resident
+    ///     .build::<u32, u32>()?;
+    /// t.insert_or_assign(&[1, 2, 3], &[10, 20, 30])?;
+    /// assert_eq!(t.find(&[3, 1, 9])?, vec![Some(30), Some(10), None]);
+    /// assert_eq!(t.capacity(), 1 << 12);
+    /// # Ok::<(), gpuhash::Error>(())
+    /// ```
+    pub fn paged(mut self, paging: Paging) -> Self {
+        self.paging = Some(paging);
+        self
+    }
     /// Creates the table.
     pub fn build<K: Key, V: Value>(self) -> Result<HashTable<K, V>> {
         if !(self.max_load > 0.0 && self.max_load <= 1.0) {
@@ -142,21 +172,12 @@ impl Builder {
         self.scheme.validate().map_err(Error::Unsupported)?;
         let slots = checked_slots::<K, V>(self.scheme, self.capacity)?;
         let config = Config { slots, max_probe_buckets, seed: self.seed, scheme: self.scheme, memory: self.memory };
-        Ok(HashTable {
-            backend: backend::create(self.device, config)?,
-            max_load: self.max_load,
-            growth: self.growth,
-        })
+        let backend: Box<dyn Backend<K, V>> = match self.paging {
+            None => backend::create(self.device, config)?,
+            Some(paging) => Box::new(PagedTable::new(self.device, config, self.capacity, paging)?),
+        };
+        Ok(HashTable { backend, max_load: self.max_load, growth: self.growth })
     }
-}
-
-fn checked_slots<K: Key, V: Value>(scheme: Scheme, requested: u64) -> Result<u64> {
-    if requested == 0 {
-        return Err(Error::ZeroCapacity);
-    }
-    scheme
-        .round_slots(requested, K::Word::<V>::BYTES)
-        .ok_or(Error::CapacityTooLarge { requested, max: capacity::MAX_SLOTS })
 }
 
 /// A hash table from `K` (`u32`, `u64`) to `V` (`u32 u64 i32 i64 f32 f64`)
@@ -327,20 +348,27 @@ impl<K: Key, V: Value> HashTable<K, V> {
     ///
     /// Such a key grows the table when growth is on; with growth off it is
     /// reported in [`Error::TableFull`], never lost.
+    ///
+    /// A paged table ([`Builder::paged`]) gives each page room for its
+    /// share of `additional` keys routed uniformly (the mean plus four
+    /// standard deviations), and the pages together room for all of them.
     pub fn reserve(&mut self, additional: u64) -> Result<()> {
-        let want = self.len().saturating_add(additional);
-        if self.backend.used().saturating_add(additional) > load_limit(self.capacity(), self.max_load) {
-            let slots = capacity::slots_for_keys(want, self.max_load).max(self.capacity());
-            self.rehash_into(slots)?;
+        let policy = self.policy();
+        match self.paged_mut() {
+            Some(p) => p.reserve(policy, additional),
+            None => self.grower().reserve(additional),
         }
-        Ok(())
     }
 
     /// Rebuilds the table into `slots` slots (at least enough for its keys),
-    /// which also reclaims tombstones.
+    /// which also reclaims tombstones. A paged table rebuilds each page
+    /// alone into its share of `slots`.
     pub fn rehash(&mut self, slots: u64) -> Result<()> {
-        let min = capacity::slots_for_keys(self.len(), 1.0);
-        self.rehash_into(slots.max(min))
+        let policy = self.policy();
+        match self.paged_mut() {
+            Some(p) => p.rehash_with(policy, slots),
+            None => self.grower().rehash(slots),
+        }
     }
 
     /// Reclaims every tombstone, keeping the capacity. Hashinator and
@@ -348,12 +376,13 @@ impl<K: Key, V: Value> HashTable<K, V> {
     /// keys displaced from their home are lifted out, tombstones reset to
     /// empty, and the lifted keys inserted again); other schemes rebuild.
     /// No key is lost; the capacity grows only in the rare case that the
-    /// keys no longer fit within the probe limit at this size.
+    /// keys no longer fit within the probe limit at this size. A paged
+    /// table cleans one page at a time.
     pub fn clean_tombstones(&mut self) -> Result<()> {
-        match self.backend.clean_tombstones() {
-            // A rebuild at this size failed (table unchanged): grow as `rehash` does.
-            Err(Error::RehashFailed { .. }) => self.rehash_into(self.capacity()),
-            other => other,
+        let policy = self.policy();
+        match self.paged_mut() {
+            Some(p) => p.clean_tombstones_with(policy),
+            None => self.grower().clean_tombstones(),
         }
     }
 
@@ -413,154 +442,32 @@ impl<K: Key, V: Value> HashTable<K, V> {
         self.backend.as_any_mut().downcast_mut()
     }
 
-    fn rehash_into(&mut self, slots: u64) -> Result<()> {
-        let scheme = self.scheme();
-        let mut slots = checked_slots::<K, V>(scheme, slots)?;
-        loop {
-            match self.backend.rehash(slots) {
-                // The probe limit is too short for this size: try a larger table.
-                Err(Error::RehashFailed { .. }) if slots < capacity::MAX_SLOTS / 2 => {
-                    slots = checked_slots::<K, V>(scheme, slots * 2)?
-                }
-                other => return other,
-            }
-        }
+    /// The paged table behind this one (its pages, residency and paging
+    /// statistics); `None` unless built with [`Builder::paged`].
+    pub fn paged(&self) -> Option<&PagedTable<K, V>> {
+        self.backend.as_any().downcast_ref()
     }
 
-    /// Grows (or only cleans tombstones) so that `expected_live` keys fit.
-    fn grow_for(&mut self, expected_live: u64) -> Result<()> {
-        let slots = self.capacity();
-        let target = if expected_live <= load_limit(slots, self.max_load) {
-            slots
-        } else {
-            capacity::grow_target(slots, expected_live, self.max_load)
-        };
-        self.rehash_into(target)
+    fn paged_mut(&mut self) -> Option<&mut PagedTable<K, V>> {
+        self.backend.as_any_mut().downcast_mut()
+    }
+
+    fn policy(&self) -> Policy {
+        Policy { max_load: self.max_load, growth: self.growth }
+    }
+
+    /// The growth loop over the whole backend (a single table).
+    fn grower(&mut self) -> Grower<'_, K, V> {
+        Grower { policy: self.policy(), b: &mut *self.backend }
     }
 
     fn insert_batch(&mut self, keys: &[K], values: &[V], mode: InsertMode) -> Result<InsertReport> {
-        if !self.growth {
-            let out = self.backend.insert(keys, values, mode)?;
-            let out = self.reclaim_and_retry(keys, values, out, mode);
-            return not_stored(keys, out);
-        }
-        let mut p = Progress::default();
-        match self.insert_growing(keys, values, mode, &mut p) {
-            Ok(()) => Ok(p.report),
-            // Nothing of the batch was stored: the table is as it was. (Or
-            // all of it was, and growing past the load limit after it hit a
-            // device error, which is no insert outcome.)
-            Err(cause) if p.done == 0 || (p.done == keys.len() && p.pending.is_empty()) => Err(cause),
-            Err(cause) => {
-                let mut positions = p.pending;
-                positions.extend(p.done..keys.len());
-                positions.sort_unstable();
-                let keys = positions.iter().map(|&i| keys[i].to_u64()).collect();
-                let not_stored = Box::new(NotStored { report: p.report, positions, keys });
-                Err(Error::GrowthFailed { cause: Box::new(cause), not_stored })
-            }
+        let policy = self.policy();
+        match self.paged_mut() {
+            Some(p) => p.insert_with(policy, keys, values, mode),
+            None => self.grower().insert(keys, values, mode),
         }
     }
-
-    /// The insert loop with growth on. Backend inserts store nothing when
-    /// they fail, so `p` always says exactly what the call stored: every
-    /// position below `p.done` but those in `p.pending`.
-    fn insert_growing(&mut self, keys: &[K], values: &[V], mode: InsertMode, p: &mut Progress) -> Result<()> {
-        let n = keys.len();
-        // Fraction of recent keys that were new: sizes the next chunk so the
-        // table passes its maximum load only between chunks, and lets
-        // aggregation workloads (mostly existing keys) run in few chunks.
-        let mut new_fraction = 1.0f64;
-        while p.done < n {
-            let pos = p.done;
-            let slots = self.capacity();
-            let limit = load_limit(slots, self.max_load);
-            let used = self.backend.used();
-            if used > limit {
-                self.grow_for(self.len() + ((n - pos) as f64 * new_fraction) as u64)?;
-                continue;
-            }
-            let room = limit - used;
-            let slack = (slots / 16).min(slots.saturating_sub(used) / 2);
-            let est = if new_fraction > 1e-3 { (room as f64 / new_fraction) as u64 } else { u64::MAX };
-            let chunk = (n - pos).min(est.max(slack).max(1) as usize);
-            let (k, v) = (&keys[pos..pos + chunk], &values[pos..pos + chunk]);
-            let out = self.backend.insert(k, v, mode)?;
-            p.report += InsertReport { inserted: out.inserted, existing: out.existing };
-            p.pending = out.failed.iter().map(|&i| pos + i).collect();
-            p.done = pos + chunk;
-            new_fraction = out.inserted as f64 / chunk as f64;
-            self.place_pending(keys, values, mode, p)?;
-        }
-        if self.backend.used() > load_limit(self.capacity(), self.max_load) {
-            match self.grow_for(self.len()) {
-                // Every key is stored; the table sits above its maximum load
-                // until the next insert manages to grow it.
-                Err(Error::OutOfMemory { .. }) => {}
-                other => other?,
-            }
-        }
-        Ok(())
-    }
-
-    /// Grows and retries the positions in `p.pending`, which found no slot.
-    fn place_pending(&mut self, keys: &[K], values: &[V], mode: InsertMode, p: &mut Progress) -> Result<()> {
-        for _ in 0..16 {
-            if p.pending.is_empty() {
-                return Ok(());
-            }
-            let grown = capacity::grow_target(self.capacity(), self.len() + p.pending.len() as u64, self.max_load);
-            self.rehash_into(grown)?;
-            let k: Vec<K> = p.pending.iter().map(|&i| keys[i]).collect();
-            let v: Vec<V> = p.pending.iter().map(|&i| values[i]).collect();
-            let out = self.backend.insert(&k, &v, mode)?;
-            p.report += InsertReport { inserted: out.inserted, existing: out.existing };
-            p.pending = out.failed.iter().map(|&i| p.pending[i]).collect();
-        }
-        if p.pending.is_empty() {
-            return Ok(());
-        }
-        // Unreachable in practice: sixteen doublings always make room.
-        Err(Error::RehashFailed { slots: self.capacity(), unplaced: p.pending.len() as u64 })
-    }
-
-    /// With growth off: when keys found no slot while the table holds
-    /// tombstones, reclaims them and tries those keys again, so a table
-    /// refuses keys only when live keys really fill it. The reclaim is a
-    /// rebuild at the same capacity, which on any failure leaves the table
-    /// as it was (the in-place cleaning may have to grow to put its lifted
-    /// keys back, which growth off forbids); the first outcome then stands.
-    fn reclaim_and_retry(&mut self, keys: &[K], values: &[V], mut out: RawInsert, mode: InsertMode) -> RawInsert {
-        if out.failed.is_empty() || self.backend.tombstones() == 0 || self.backend.rehash(self.capacity()).is_err() {
-            return out;
-        }
-        let k: Vec<K> = out.failed.iter().map(|&i| keys[i]).collect();
-        let v: Vec<V> = out.failed.iter().map(|&i| values[i]).collect();
-        if let Ok(again) = self.backend.insert(&k, &v, mode) {
-            out.inserted += again.inserted;
-            out.existing += again.existing;
-            out.failed = again.failed.iter().map(|&i| out.failed[i]).collect();
-        }
-        out
-    }
-}
-
-/// How far a bulk insert with growth on got: positions below `done` were
-/// tried, and all of them but `pending` (ascending) are stored.
-#[derive(Default)]
-struct Progress {
-    report: InsertReport,
-    done: usize,
-    pending: Vec<usize>,
-}
-
-fn not_stored<K: Key>(keys: &[K], out: RawInsert) -> Result<InsertReport> {
-    let report = InsertReport { inserted: out.inserted, existing: out.existing };
-    if out.failed.is_empty() {
-        return Ok(report);
-    }
-    let keys = out.failed.iter().map(|&i| keys[i].to_u64()).collect();
-    Err(Error::TableFull(Box::new(NotStored { report, positions: out.failed, keys })))
 }
 
 impl<K: Key, V: Value> std::fmt::Debug for HashTable<K, V> {

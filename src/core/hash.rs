@@ -47,6 +47,22 @@ pub const fn fibonacci_home(key: u64, seed: u64, log2_slots: u32) -> u64 {
     (key ^ seed).wrapping_mul(FIBONACCI_MUL) >> (64 - log2_slots)
 }
 
+/// Salt of the routing hash of a table of tables ([`route`]): the next
+/// digits of pi after the cuckoo salts, odd, distinct from every other salt.
+pub const ROUTE_SALT: u64 = 0xbe54_66cf_34e9_0c6d;
+
+/// The sub-table (page, shard) of `key` among `n`: the high bits of a
+/// separately salted mix. Placement inside a sub-table uses the high bits of
+/// `mix64(key, seed)` (or Hashinator's Fibonacci product, or the cuckoo
+/// salts), so had routing taken the same bits, the keys of one sub-table
+/// would all share them and crowd into one `1/n`-th of its buckets. A
+/// different salt gives a hash whose bits are unrelated to those, and each
+/// sub-table sees its keys spread over all of its buckets.
+#[inline(always)]
+pub const fn route(key: u64, seed: u64, n: u64) -> u64 {
+    reduce_range(mix64(key, seed ^ ROUTE_SALT), n)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -93,5 +109,24 @@ mod tests {
             buckets.insert(reduce_range(mix64(k << 20, DEFAULT_SEED), n));
         }
         assert!(buckets.len() > 2400, "{} distinct buckets", buckets.len());
+    }
+
+    #[test]
+    fn routing_is_independent_of_placement() {
+        // Keys routed to one of 8 sub-tables must still cover every home
+        // bucket of that sub-table about evenly.
+        let (subs, buckets) = (8u64, 64u64);
+        let mut counts = vec![0u32; buckets as usize];
+        for k in 0..400_000u64 {
+            if route(k, DEFAULT_SEED, subs) == 3 {
+                counts[reduce_range(mix64(k, DEFAULT_SEED), buckets) as usize] += 1;
+            }
+        }
+        let total: u32 = counts.iter().sum();
+        let mean = total as f64 / buckets as f64;
+        assert!((total as f64 - 50_000.0).abs() < 1_500.0, "sub-table 3 got {total} keys");
+        for c in counts {
+            assert!((c as f64 - mean).abs() < 0.15 * mean, "a home bucket got {c}, mean {mean}");
+        }
     }
 }

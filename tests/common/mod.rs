@@ -14,7 +14,7 @@ pub mod suite;
 use std::collections::{HashMap, HashSet};
 use std::fmt;
 
-use gpuhash::{Builder, Device, Error, HashTable, InsertReport, Key, NotStored, Reduce, Scheme, Value};
+use gpuhash::{Builder, Device, Error, HashTable, InsertReport, Key, NotStored, Paging, Reduce, Scheme, Value};
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use rand_pcg::Pcg64;
@@ -48,22 +48,32 @@ pub fn short_type<T>() -> &'static str {
     n.rsplit("::").next().unwrap_or(n)
 }
 
-/// Where a test runs: a device and a placement scheme.
+/// Where a test runs: a device, a placement scheme, and optionally a
+/// paging, which every table of the test is then built with ([`builder`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Target {
     pub device: Device,
     pub scheme: Scheme,
+    pub paging: Option<Paging>,
 }
 
 impl Target {
     pub const fn new(device: Device, scheme: Scheme) -> Target {
-        Target { device, scheme }
+        Target { device, scheme, paging: None }
+    }
+    /// Tables split into pages with `paging`.
+    pub const fn paged(device: Device, scheme: Scheme, paging: Paging) -> Target {
+        Target { device, scheme, paging: Some(paging) }
     }
 }
 
 impl fmt::Display for Target {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}/{}", self.device, self.scheme)
+        write!(f, "{}/{}", self.device, self.scheme)?;
+        if let Some(p) = self.paging {
+            write!(f, "/paged({} pages, {} resident, {:?})", p.pages, p.resident, p.residency)?;
+        }
+        Ok(())
     }
 }
 
@@ -189,9 +199,13 @@ pub fn usable(dev: Target) -> Option<Target> {
     }
 }
 
-/// A builder on `dev`'s device and scheme, with the defaults otherwise.
+/// A builder on `dev`'s device, scheme and paging, with the defaults otherwise.
 pub fn builder(dev: Target) -> Builder {
-    Builder::default().device(dev.device).scheme(dev.scheme)
+    let b = Builder::default().device(dev.device).scheme(dev.scheme);
+    match dev.paging {
+        Some(p) => b.paged(p),
+        None => b,
+    }
 }
 
 // ---------------------------------------------------------------- values
@@ -600,6 +614,25 @@ pub fn check_export<K: Key, V: TestValue>(t: &HashTable<K, V>, o: &Oracle<K, V>,
     cx.count(got.len());
 }
 
+/// How many of `keys` (distinct, in-slot, none stored) are beyond the free
+/// slots of the table they go to: what a table whose probe reaches every
+/// slot must refuse. A single table is one such table; a paged table routes
+/// each key to its page, so a page that receives more keys than it has free
+/// slots refuses the rest even while other pages have room.
+pub fn overflow<K: Key, V: Value>(t: &HashTable<K, V>, keys: &[K]) -> u64 {
+    match t.paged() {
+        None => (keys.len() as u64).saturating_sub(t.capacity() - t.len()),
+        Some(p) => {
+            let (slots, len) = (p.page_slots(), p.page_len());
+            let mut n = vec![0u64; p.pages()];
+            for k in keys {
+                n[p.page_of(*k)] += 1;
+            }
+            (0..p.pages()).map(|i| n[i].saturating_sub(slots[i] - len[i])).sum()
+        }
+    }
+}
+
 /// The whole table equals the oracle: `len`, a lookup of every key, `export`.
 pub fn check_table<K: Key, V: TestValue>(t: &HashTable<K, V>, o: &Oracle<K, V>, cx: &Ctx) {
     assert_eq!(t.len(), o.map.len() as u64, "{cx}: len");
@@ -618,7 +651,14 @@ pub fn check_table<K: Key, V: TestValue>(t: &HashTable<K, V>, o: &Oracle<K, V>, 
 #[allow(unused_macros)] // not every test binary instantiates it
 macro_rules! conformance_suite {
     ($name:ident, $dev:expr, $scheme:expr) => {
-        conformance_suite!(@tests $name, $crate::common::Target::new($dev, $scheme);
+        conformance_suite!(@all $name, $crate::common::Target::new($dev, $scheme));
+    };
+    // Every table of every test split into pages with `$paging`.
+    ($name:ident, $dev:expr, $scheme:expr, paged: $paging:expr) => {
+        conformance_suite!(@all $name, $crate::common::Target::paged($dev, $scheme, $paging));
+    };
+    (@all $name:ident, $target:expr) => {
+        conformance_suite!(@tests $name, $target;
             random_keys_at_load_factors,
             large_batches,
             large_batches_into_empty_tables,

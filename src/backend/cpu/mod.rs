@@ -186,6 +186,31 @@ impl<K: Key, V: Value> CpuTable<K, V> {
         })
     }
 
+    /// A copy of the table (cells, scheme words, counts), allocated
+    /// fallibly through the allocation points: the working copy a paged
+    /// table brings a page into. On failure `self` is untouched.
+    pub(crate) fn try_clone(&self) -> Result<Self> {
+        let slots = self.cells.len() as u64;
+        crate::fault::alloc_point(slots.saturating_mul(W::<K, V>::BYTES as u64), Device::Cpu)?;
+        let mut cells: Vec<Cell<K, V>> = Vec::new();
+        cells.try_reserve_exact(self.cells.len()).map_err(|_| oom(slots * W::<K, V>::BYTES as u64))?;
+        self.cells.par_iter().map(|c| W::<K, V>::new_atomic(W::<K, V>::load(c))).collect_into_vec(&mut cells);
+        let aux = alloc_aux(self.aux.len() as u64)?;
+        for (a, b) in aux.iter().zip(&self.aux) {
+            a.store(b.load(Ordering::Relaxed), Ordering::Relaxed);
+        }
+        Ok(CpuTable {
+            cells,
+            aux,
+            probe: self.probe,
+            live: self.live,
+            tombstones: self.tombstones,
+            specials: self.specials,
+            config: self.config,
+            _types: PhantomData,
+        })
+    }
+
     fn slots_ref(&self) -> Slots<'_, W<K, V>> {
         Slots { cells: &self.cells, aux: &self.aux, probe: self.probe, spb: W::<K, V>::slots_per_bucket() }
     }

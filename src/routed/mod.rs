@@ -1,0 +1,338 @@
+//! Tables of tables: one routing layer over the one engine.
+//!
+//! A paged table (pages in host memory, a few resident at a time) and a
+//! sharded table (shards on several GPUs) are both a fixed set of ordinary
+//! sub-tables, each a [`Backend`] of the chosen scheme that passes the
+//! conformance suite on its own. This layer is what they share:
+//!
+//! * [`Router`]: a key's sub-table, from hash bits independent of its
+//!   placement inside the sub-table ([`crate::core::hash::route`] says why).
+//! * [`Partition`]: a batch split by sub-table, stably, keeping each key's
+//!   position in the caller's batch.
+//! * The routed operations: each runs the plain operation on every sub-table
+//!   the batch touches, in the order the sub-tables ask for
+//!   (`SubTables::visit_order`: a paged table serves resident pages
+//!   first), and scatters results back to the caller's order; refused
+//!   positions come back as caller positions, ascending. Counts are sums.
+//! * Growth per sub-table: an insert with growth runs the table API's growth
+//!   loop (`src/growth.rs`) on each sub-table alone, so a full sub-table is
+//!   rebuilt larger by itself and never the whole table.
+//!
+//! Every key, out-of-band ones included (`0`/`MAX` and their neighbours,
+//! which tables keep outside their slots), is routed like any other: it
+//! lives in exactly one sub-table, which stores it out of band as a single
+//! table would, so `len` and `out_of_band` stay sums over sub-tables.
+//!
+//! [`paged`] holds the paged table; a sharded table would implement
+//! `SubTables` over its shards and reuse everything here.
+
+pub mod paged;
+
+use crate::backend::{Backend, InsertMode, RawInsert};
+use crate::core::hash;
+use crate::core::keys::{Key, Value};
+use crate::error::NotStored;
+use crate::growth::{Grower, Policy};
+use crate::table::InsertReport;
+use crate::{Error, Result};
+
+/// Maps keys to one of a fixed number of sub-tables.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Router {
+    count: u64,
+    seed: u64,
+}
+
+impl Router {
+    /// A router over `count` sub-tables (at least 1) for tables seeded with `seed`.
+    pub fn new(count: usize, seed: u64) -> Router {
+        Router { count: count.max(1) as u64, seed }
+    }
+    /// Number of sub-tables.
+    pub fn count(&self) -> usize {
+        self.count as usize
+    }
+    /// The sub-table of `key` (widened to `u64`), in `0..count`.
+    #[inline]
+    pub fn route(&self, key: u64) -> usize {
+        hash::route(key, self.seed, self.count) as usize
+    }
+}
+
+/// A batch split by sub-table: the positions of each sub-table's keys, in
+/// batch order (a stable counting sort).
+#[derive(Debug)]
+pub struct Partition {
+    /// Batch positions grouped by sub-table.
+    order: Vec<usize>,
+    /// Sub-table `i`'s positions are `order[starts[i]..starts[i + 1]]`.
+    starts: Vec<usize>,
+}
+
+impl Partition {
+    /// Splits `keys` by `router`.
+    pub fn new<K: Key>(router: &Router, keys: &[K]) -> Partition {
+        let n = router.count();
+        let subs: Vec<u32> = keys.iter().map(|k| router.route(k.to_u64()) as u32).collect();
+        let mut starts = vec![0usize; n + 1];
+        for &s in &subs {
+            starts[s as usize + 1] += 1;
+        }
+        for i in 0..n {
+            starts[i + 1] += starts[i];
+        }
+        let mut next = starts.clone();
+        let mut order = vec![0usize; keys.len()];
+        for (pos, &s) in subs.iter().enumerate() {
+            order[next[s as usize]] = pos;
+            next[s as usize] += 1;
+        }
+        Partition { order, starts }
+    }
+
+    /// The batch positions routed to sub-table `sub`, ascending.
+    pub fn positions(&self, sub: usize) -> &[usize] {
+        &self.order[self.starts[sub]..self.starts[sub + 1]]
+    }
+
+    /// The sub-tables with at least one key, ascending.
+    pub fn touched(&self) -> Vec<usize> {
+        (0..self.starts.len() - 1).filter(|&i| self.starts[i + 1] > self.starts[i]).collect()
+    }
+
+    /// The items of `src` at sub-table `sub`'s positions, in batch order.
+    pub fn gather<T: Copy>(&self, sub: usize, src: &[T]) -> Vec<T> {
+        self.positions(sub).iter().map(|&p| src[p]).collect()
+    }
+
+    /// Writes `part` (sub-table `sub`'s results, in its order) back to the
+    /// caller's positions in `dst`.
+    pub fn scatter<T: Copy>(&self, sub: usize, part: &[T], dst: &mut [T]) {
+        for (&p, &x) in self.positions(sub).iter().zip(part) {
+            dst[p] = x;
+        }
+    }
+}
+
+/// The sub-tables of a table of tables, as the routed operations reach them.
+pub(crate) trait SubTables<K: Key, V: Value> {
+    /// The router of the table.
+    fn router(&self) -> Router;
+    /// The order in which to work on `subs` (ascending, each once).
+    fn visit_order(&self, subs: Vec<usize>) -> Vec<usize>;
+    /// Runs `f` on sub-table `i` wherever it is worked on (a paged table
+    /// brings the page in first). `f` returns its result and whether it
+    /// changed the sub-table; a sub-table `f` changes is written back
+    /// before it leaves.
+    fn with_sub<R>(&mut self, i: usize, f: impl FnOnce(&mut dyn Backend<K, V>) -> Result<(R, bool)>) -> Result<R>;
+    /// Frees what can be freed (memory held for sub-tables other than
+    /// `keep`) before one sub-table's failed insert is tried again.
+    fn make_room(&mut self, keep: usize);
+}
+
+/// Routed `find`: values and found flags in the caller's order.
+pub(crate) fn find<K: Key, V: Value, S: SubTables<K, V>>(
+    s: &mut S,
+    keys: &[K],
+    values: &mut [V],
+    found: &mut [bool],
+) -> Result<u64> {
+    let part = Partition::new(&s.router(), keys);
+    let mut hits = 0;
+    for i in s.visit_order(part.touched()) {
+        let k = part.gather(i, keys);
+        let mut v = vec![V::from_bits(0); k.len()];
+        let mut f = vec![false; k.len()];
+        hits += s.with_sub(i, |t| Ok((t.find(&k, &mut v, &mut f)?, false)))?;
+        part.scatter(i, &v, values);
+        part.scatter(i, &f, found);
+    }
+    Ok(hits)
+}
+
+/// Routed `contains`.
+pub(crate) fn contains<K: Key, V: Value, S: SubTables<K, V>>(s: &mut S, keys: &[K], found: &mut [bool]) -> Result<u64> {
+    let part = Partition::new(&s.router(), keys);
+    let mut hits = 0;
+    for i in s.visit_order(part.touched()) {
+        let k = part.gather(i, keys);
+        let mut f = vec![false; k.len()];
+        hits += s.with_sub(i, |t| Ok((t.contains(&k, &mut f)?, false)))?;
+        part.scatter(i, &f, found);
+    }
+    Ok(hits)
+}
+
+/// Routed `erase`: the keys removed, summed (a key lives in one sub-table,
+/// so a key repeated in the batch still counts once).
+pub(crate) fn erase<K: Key, V: Value, S: SubTables<K, V>>(s: &mut S, keys: &[K]) -> Result<u64> {
+    let part = Partition::new(&s.router(), keys);
+    let mut removed = 0;
+    for i in s.visit_order(part.touched()) {
+        let k = part.gather(i, keys);
+        removed += s.with_sub(i, |t| {
+            let r = t.erase(&k)?;
+            Ok((r, r > 0))
+        })?;
+    }
+    Ok(removed)
+}
+
+/// Whether an insert that stored `r` in mode `mode` may have changed a table.
+fn insert_changed(mode: InsertMode, inserted: u64, existing: u64) -> bool {
+    inserted > 0 || (existing > 0 && mode != InsertMode::IfAbsent)
+}
+
+/// Routed plain insert (no growth): each sub-table's refused positions come
+/// back as caller positions, ascending.
+pub(crate) fn insert_raw<K: Key, V: Value, S: SubTables<K, V>>(
+    s: &mut S,
+    keys: &[K],
+    values: &[V],
+    mode: InsertMode,
+) -> Result<RawInsert> {
+    let part = Partition::new(&s.router(), keys);
+    let mut out = RawInsert::default();
+    for i in s.visit_order(part.touched()) {
+        let (k, v) = (part.gather(i, keys), part.gather(i, values));
+        let r = s.with_sub(i, |t| {
+            let r = t.insert(&k, &v, mode)?;
+            let changed = insert_changed(mode, r.inserted, r.existing);
+            Ok((r, changed))
+        })?;
+        out.inserted += r.inserted;
+        out.existing += r.existing;
+        let pos = part.positions(i);
+        out.failed.extend(r.failed.iter().map(|&j| pos[j]));
+    }
+    out.failed.sort_unstable();
+    Ok(out)
+}
+
+/// What one sub-table's insert under the growth policy did, in its own
+/// positions: the report, the positions not stored, and why (if it failed).
+struct SubOutcome {
+    report: InsertReport,
+    not_stored: Vec<usize>,
+    cause: Option<Error>,
+}
+
+fn sub_insert<K: Key, V: Value>(t: &mut dyn Backend<K, V>, policy: Policy, k: &[K], v: &[V], mode: InsertMode) -> (SubOutcome, bool) {
+    let (slots, tombstones) = (t.slots(), t.tombstones());
+    let out = match (Grower { b: &mut *t, policy }).insert(k, v, mode) {
+        Ok(report) => SubOutcome { report, not_stored: Vec::new(), cause: None },
+        Err(Error::TableFull(ns)) => SubOutcome { report: ns.report, not_stored: ns.positions, cause: None },
+        Err(Error::GrowthFailed { cause, not_stored }) => {
+            SubOutcome { report: not_stored.report, not_stored: not_stored.positions, cause: Some(*cause) }
+        }
+        // Nothing of this sub-batch was stored.
+        Err(e) => SubOutcome { report: InsertReport::default(), not_stored: (0..k.len()).collect(), cause: Some(e) },
+    };
+    let changed = insert_changed(mode, out.report.inserted, out.report.existing)
+        || t.slots() != slots
+        || t.tombstones() != tombstones;
+    (out, changed)
+}
+
+/// Routed insert under the table's growth policy, each sub-table growing
+/// alone. Outcomes, for the whole batch in the caller's positions:
+///
+/// * every position stored: the summed report;
+/// * growth off, some refused: [`Error::TableFull`] listing exactly those;
+/// * a sub-table could not grow (or failed) even when tried again alone
+///   after [`SubTables::make_room`]: [`Error::GrowthFailed`] listing
+///   exactly the positions not stored, from every sub-table (the other
+///   sub-tables' work stands); or the cause itself when the call stored
+///   nothing at all (the table's contents are unchanged).
+pub(crate) fn insert_with<K: Key, V: Value, S: SubTables<K, V>>(
+    s: &mut S,
+    policy: Policy,
+    keys: &[K],
+    values: &[V],
+    mode: InsertMode,
+) -> Result<InsertReport> {
+    let part = Partition::new(&s.router(), keys);
+    let mut report = InsertReport::default();
+    let mut not_stored: Vec<usize> = Vec::new();
+    let mut cause: Option<Error> = None;
+    for i in s.visit_order(part.touched()) {
+        let (k, v) = (part.gather(i, keys), part.gather(i, values));
+        let mut out = s.with_sub(i, |t| Ok(sub_insert(t, policy, &k, &v, mode)))?;
+        if out.cause.is_some() && !out.not_stored.is_empty() {
+            // Redo this sub-table alone, with what the others held freed.
+            s.make_room(i);
+            let kk: Vec<K> = out.not_stored.iter().map(|&j| k[j]).collect();
+            let vv: Vec<V> = out.not_stored.iter().map(|&j| v[j]).collect();
+            let again = s.with_sub(i, |t| Ok(sub_insert(t, policy, &kk, &vv, mode)))?;
+            out.report += again.report;
+            out.not_stored = again.not_stored.iter().map(|&j| out.not_stored[j]).collect();
+            out.cause = again.cause;
+        }
+        report += out.report;
+        let pos = part.positions(i);
+        not_stored.extend(out.not_stored.iter().map(|&j| pos[j]));
+        if cause.is_none() {
+            cause = out.cause;
+        }
+    }
+    not_stored.sort_unstable();
+    let listed = |positions: Vec<usize>, report| {
+        let keys = positions.iter().map(|&p| keys[p].to_u64()).collect();
+        Box::new(NotStored { report, positions, keys })
+    };
+    match cause {
+        None if not_stored.is_empty() => Ok(report),
+        None => Err(Error::TableFull(listed(not_stored, report))),
+        Some(cause) if report == InsertReport::default() && not_stored.len() == keys.len() => Err(cause),
+        Some(cause) => Err(Error::GrowthFailed { cause: Box::new(cause), not_stored: listed(not_stored, report) }),
+    }
+}
+
+/// Runs `f` on every sub-table, in visit order, stopping at the first error.
+pub(crate) fn for_each<K: Key, V: Value, S: SubTables<K, V>>(
+    s: &mut S,
+    mut f: impl FnMut(usize, &mut dyn Backend<K, V>) -> Result<bool>,
+) -> Result<()> {
+    for i in s.visit_order((0..s.router().count()).collect()) {
+        s.with_sub(i, |t| Ok(((), f(i, t)?)))?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn partition_is_stable_and_complete() {
+        let r = Router::new(5, 42);
+        let keys: Vec<u64> = (0..1000).map(|k| k * 7919).collect();
+        let p = Partition::new(&r, &keys);
+        let mut seen = vec![false; keys.len()];
+        for sub in 0..5 {
+            let pos = p.positions(sub);
+            assert!(pos.windows(2).all(|w| w[0] < w[1]), "positions of {sub} not ascending");
+            for &q in pos {
+                assert_eq!(r.route(keys[q]), sub);
+                assert!(!seen[q]);
+                seen[q] = true;
+            }
+            let g = p.gather(sub, &keys);
+            let mut back = vec![0u64; keys.len()];
+            p.scatter(sub, &g, &mut back);
+            for &q in pos {
+                assert_eq!(back[q], keys[q]);
+            }
+        }
+        assert!(seen.iter().all(|&s| s));
+        assert_eq!(p.touched(), vec![0, 1, 2, 3, 4]);
+    }
+
+    #[test]
+    fn one_sub_table_takes_everything() {
+        let r = Router::new(1, 7);
+        assert!((0..1000u64).all(|k| r.route(k) == 0));
+        let p = Partition::new(&r, &[] as &[u32]);
+        assert!(p.touched().is_empty());
+    }
+}

@@ -1,0 +1,533 @@
+//! The paged table: a table larger than the device, kept as fixed-count
+//! pages in host memory, a few of them resident at a time (Starfish).
+//!
+//! ```text
+//!   host memory (every page, authoritative unless resident and dirty)
+//!   +--------+--------+--------+--------+--------+--------+
+//!   | page 0 | page 1 | page 2 | page 3 | page 4 | page 5 |   Router: key -> page
+//!   +--------+--------+--------+--------+--------+--------+
+//!        page in |  ^ write back (dirty pages only)
+//!                v  |
+//!   resident slots (the device budget): [ slot 0: page 4 ] [ slot 1: page 1* ]
+//!                                                         (* dirty)
+//! ```
+//!
+//! Each page is an ordinary table of the chosen scheme (every operation and
+//! every scheme works inside a page). A bulk operation partitions its batch
+//! by page ([`super::Partition`]), works on the pages that are resident
+//! first, then brings the others in, in ascending order, each into a free
+//! slot or the slot of the page the residency policy evicts
+//! ([`Residency::Fifo`], as Starfish, or [`Residency::Lru`]). An evicted
+//! page is written back only if it changed while resident.
+//!
+//! **On the CPU** the host pages are CPU tables and a resident slot holds a
+//! working copy of its page, also in host memory: the copies, evictions and
+//! write-backs are real (a dirty page that were not written back would lose
+//! its changes), so the residency logic the CUDA streaming path will reuse
+//! is the one the conformance suite checks. Should a working copy find no
+//! memory, the operation works on the page where it lies in host memory
+//! instead ([`PagingStats::served_in_host`]), so bringing a page in never
+//! fails a call.
+//!
+//! **Growth**: the page count is fixed when the table is built (the initial
+//! capacity split evenly), so a key's page never changes. A page that
+//! reaches its maximum load is rebuilt larger by itself, through the same
+//! growth loop as a single table (`src/growth.rs`); the other pages are
+//! not touched. With growth off, each page refuses exactly the keys it has
+//! no slot for. Should a page fail to grow (no memory), the paged table
+//! writes back and frees its other resident pages and redoes that page's
+//! insert alone once; what still fails is reported exactly
+//! ([`crate::Error::GrowthFailed`]) and everything else in the batch, and
+//! everything stored before, stays stored.
+
+use std::sync::{Mutex, MutexGuard};
+
+use super::{Router, SubTables};
+use crate::backend::cpu::CpuTable;
+use crate::backend::{Backend, Config, InsertMode, RawInsert};
+use crate::core::keys::{Key, Value};
+use crate::core::scheme::Scheme;
+use crate::growth::{checked_slots, Grower, Policy};
+use crate::table::InsertReport;
+use crate::{Device, Error, Memory, Result};
+
+/// Which resident page gives its slot to a page brought in.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Residency {
+    /// The page brought in longest ago (Starfish's policy).
+    #[default]
+    Fifo,
+    /// The page used longest ago.
+    Lru,
+}
+
+/// How a paged table splits and holds its slots (see
+/// [`Builder::paged`](crate::Builder::paged)).
+///
+/// ```
+/// use gpuhash::{Device, HashTable, Paging, Residency};
+///
+/// // 8 pages, at most 2 resident at a time, least recently used evicted.
+/// let paging = Paging::new(8, 2).residency(Residency::Lru);
+/// let mut t = HashTable::<u64, u32>::builder()
+///     .device(Device::Cpu)
+///     .capacity(1 << 12)
+///     .paged(paging)
+///     .build()?;
+/// let keys: Vec<u64> = (0..10_000).collect();
+/// t.insert_or_assign(&keys, &vec![7; keys.len()])?; // pages grow alone
+/// assert_eq!(t.get(1234)?, Some(7));
+/// let paged = t.paged().unwrap();
+/// assert_eq!(paged.pages(), 8);
+/// assert!(paged.stats().page_ins >= 8);
+/// # Ok::<(), gpuhash::Error>(())
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Paging {
+    /// Number of pages (at least 1). The table's initial capacity is split
+    /// evenly among them; the count never changes.
+    pub pages: u32,
+    /// Pages that may be resident at once: the device-memory budget, in
+    /// page slots (1 to `pages`).
+    pub resident: u32,
+    /// Which resident page is evicted to bring another in.
+    pub residency: Residency,
+}
+
+impl Paging {
+    /// `pages` pages, `resident` of them resident at a time, FIFO eviction.
+    pub const fn new(pages: u32, resident: u32) -> Paging {
+        Paging { pages, resident, residency: Residency::Fifo }
+    }
+    /// The eviction policy (default [`Residency::Fifo`]).
+    pub const fn residency(mut self, residency: Residency) -> Paging {
+        self.residency = residency;
+        self
+    }
+    fn validate(&self) -> Result<()> {
+        if self.pages == 0 || self.resident == 0 || self.resident > self.pages {
+            return Err(Error::Unsupported(format!(
+                "paging needs at least one page and 1 to {} resident pages, not {} of {}",
+                self.pages, self.resident, self.pages
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// What a paged table's residency manager did, counted since the table was
+/// built (the counters only grow).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PagingStats {
+    /// Pages copied into a resident slot.
+    pub page_ins: u64,
+    /// Evicted pages that had changed and were copied back to host memory.
+    pub write_backs: u64,
+    /// Pages that left their slot (written back or, when clean, dropped).
+    pub evictions: u64,
+    /// Operations on a page done where it lies in host memory, because no
+    /// memory could be had for its working copy.
+    pub served_in_host: u64,
+    /// Page rebuilds that changed a page's slot count (growth, or a whole
+    /// table rehash), one page at a time.
+    pub pages_resized: u64,
+}
+
+/// A page in a resident slot.
+struct Slot<K: Key, V: Value> {
+    page: usize,
+    table: Box<dyn Backend<K, V>>,
+    /// Changed since it was brought in: must be written back on eviction.
+    dirty: bool,
+    /// Clock value when brought in (FIFO) and when last used (LRU).
+    loaded: u64,
+    used: u64,
+}
+
+/// Moves pages between host memory and resident slots. The CPU's copies
+/// within host memory; the CUDA streaming path will copy a host page's
+/// slots into a device slot on a stream (the layout is the same).
+trait Transport<K: Key, V: Value>: Send + Sync {
+    /// A resident working copy of `host`, or an error if none can be had.
+    fn page_in(&self, host: &dyn Backend<K, V>) -> Result<Box<dyn Backend<K, V>>>;
+    /// Makes `resident` the host page; on failure hands it back unchanged.
+    #[allow(clippy::result_large_err)]
+    fn write_back(
+        &self,
+        resident: Box<dyn Backend<K, V>>,
+        host: &mut Box<dyn Backend<K, V>>,
+    ) -> std::result::Result<(), Box<dyn Backend<K, V>>>;
+}
+
+struct CpuTransport;
+
+impl<K: Key, V: Value> Transport<K, V> for CpuTransport {
+    fn page_in(&self, host: &dyn Backend<K, V>) -> Result<Box<dyn Backend<K, V>>> {
+        match host.as_any().downcast_ref::<CpuTable<K, V>>() {
+            Some(t) => Ok(Box::new(t.try_clone()?)),
+            None => Err(Error::Unsupported("host pages are CPU tables".into())),
+        }
+    }
+    fn write_back(
+        &self,
+        resident: Box<dyn Backend<K, V>>,
+        host: &mut Box<dyn Backend<K, V>>,
+    ) -> std::result::Result<(), Box<dyn Backend<K, V>>> {
+        *host = resident;
+        Ok(())
+    }
+}
+
+/// The pages and the residency manager.
+struct PageSet<K: Key, V: Value> {
+    router: Router,
+    host: Vec<Box<dyn Backend<K, V>>>,
+    /// `paging.resident` slots, each empty or holding one page.
+    slots: Vec<Option<Slot<K, V>>>,
+    /// The slot of each page, if resident.
+    slot_of: Vec<Option<usize>>,
+    residency: Residency,
+    clock: u64,
+    stats: PagingStats,
+    transport: Box<dyn Transport<K, V>>,
+}
+
+impl<K: Key, V: Value> PageSet<K, V> {
+    /// The up-to-date copy of page `i`: the resident one if any (clean or
+    /// dirty), else the host page. Reading its counts needs no page-in.
+    fn current(&self, i: usize) -> &dyn Backend<K, V> {
+        match self.slot_of[i] {
+            Some(s) => &*self.slots[s].as_ref().expect("slot_of names an occupied slot").table,
+            None => &*self.host[i],
+        }
+    }
+
+    fn sum(&self, f: impl Fn(&dyn Backend<K, V>) -> u64) -> u64 {
+        (0..self.host.len()).map(|i| f(self.current(i))).sum()
+    }
+
+    /// Empties slot `s`, writing its page back if dirty. False (and the
+    /// page stays resident) if the write-back failed.
+    fn evict(&mut self, s: usize) -> bool {
+        let Some(mut slot) = self.slots[s].take() else { return true };
+        if slot.dirty {
+            match self.transport.write_back(slot.table, &mut self.host[slot.page]) {
+                Ok(()) => self.stats.write_backs += 1,
+                Err(table) => {
+                    slot.table = table;
+                    self.slots[s] = Some(slot);
+                    return false;
+                }
+            }
+        }
+        self.slot_of[slot.page] = None;
+        self.stats.evictions += 1;
+        true
+    }
+
+    /// The slot for page `i` (brought in, evicting per the policy), or
+    /// `None` when it must be worked on in host memory.
+    fn bring_in(&mut self, i: usize) -> Option<usize> {
+        let s = match self.slots.iter().position(Option::is_none) {
+            Some(free) => free,
+            None => {
+                let key = |s: &Slot<K, V>| match self.residency {
+                    Residency::Fifo => s.loaded,
+                    Residency::Lru => s.used,
+                };
+                let victim = (0..self.slots.len()).min_by_key(|&s| self.slots[s].as_ref().map(key))?;
+                if !self.evict(victim) {
+                    return None;
+                }
+                victim
+            }
+        };
+        let table = self.transport.page_in(&*self.host[i]).ok()?;
+        self.clock += 1;
+        self.slots[s] = Some(Slot { page: i, table, dirty: false, loaded: self.clock, used: self.clock });
+        self.slot_of[i] = Some(s);
+        self.stats.page_ins += 1;
+        Some(s)
+    }
+}
+
+impl<K: Key, V: Value> SubTables<K, V> for PageSet<K, V> {
+    fn router(&self) -> Router {
+        self.router
+    }
+
+    /// Resident pages first (ascending), then the others (ascending).
+    fn visit_order(&self, subs: Vec<usize>) -> Vec<usize> {
+        let (mut order, rest): (Vec<usize>, Vec<usize>) = subs.into_iter().partition(|&i| self.slot_of[i].is_some());
+        order.extend(rest);
+        order
+    }
+
+    fn with_sub<R>(&mut self, i: usize, f: impl FnOnce(&mut dyn Backend<K, V>) -> Result<(R, bool)>) -> Result<R> {
+        let slot = match self.slot_of[i] {
+            Some(s) => Some(s),
+            None => self.bring_in(i),
+        };
+        let (table, dirty): (&mut dyn Backend<K, V>, Option<&mut bool>) = match slot {
+            Some(s) => {
+                self.clock += 1;
+                let slot = self.slots[s].as_mut().expect("a resident page's slot is occupied");
+                slot.used = self.clock;
+                (&mut *slot.table, Some(&mut slot.dirty))
+            }
+            None => {
+                self.stats.served_in_host += 1;
+                (&mut *self.host[i], None)
+            }
+        };
+        let slots_before = table.slots();
+        let (r, changed) = f(table)?;
+        let resized = table.slots() != slots_before;
+        if let (Some(d), true) = (dirty, changed) {
+            *d = true;
+        }
+        self.stats.pages_resized += resized as u64;
+        Ok(r)
+    }
+
+    fn make_room(&mut self, keep: usize) {
+        for s in 0..self.slots.len() {
+            if self.slots[s].as_ref().is_some_and(|slot| slot.page != keep) {
+                self.evict(s);
+            }
+        }
+    }
+}
+
+/// A table split into pages in host memory with a budget of resident pages;
+/// built by [`Builder::paged`](crate::Builder::paged) and reached through
+/// [`HashTable::paged`](crate::HashTable::paged). See the [module
+/// docs](self) for how pages are routed, brought in and grown.
+pub struct PagedTable<K: Key, V: Value> {
+    device: Device,
+    scheme: Scheme,
+    paging: Paging,
+    set: Mutex<PageSet<K, V>>,
+}
+
+impl<K: Key, V: Value> PagedTable<K, V> {
+    /// `paging.pages` empty pages sharing `capacity` slots on `device`
+    /// (the CPU for now), each configured as `page` but for its slot count.
+    pub(crate) fn new(device: Device, page: Config, capacity: u64, paging: Paging) -> Result<Self> {
+        paging.validate()?;
+        checked_slots::<K, V>(page.scheme, capacity)?;
+        if device != Device::Cpu {
+            return Err(Error::Unsupported(format!(
+                "paged tables run on the CPU for now (the CUDA streaming path is to come), not on {device}"
+            )));
+        }
+        if page.memory != Memory::Device {
+            return Err(Error::Unsupported("paged tables keep their pages in host memory, not unified memory".into()));
+        }
+        let pages = paging.pages as usize;
+        let slots = checked_slots::<K, V>(page.scheme, capacity.div_ceil(pages as u64))?;
+        let mut host: Vec<Box<dyn Backend<K, V>>> = Vec::with_capacity(pages);
+        for _ in 0..pages {
+            host.push(Box::new(CpuTable::<K, V>::new(Config { slots, ..page })?));
+        }
+        let set = PageSet {
+            router: Router::new(pages, page.seed),
+            host,
+            slots: (0..paging.resident).map(|_| None).collect(),
+            slot_of: vec![None; pages],
+            residency: paging.residency,
+            clock: 0,
+            stats: PagingStats::default(),
+            transport: Box::new(CpuTransport),
+        };
+        Ok(PagedTable { device, scheme: page.scheme, paging, set: Mutex::new(set) })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, PageSet<K, V>> {
+        // A panic inside an operation leaves the pages consistent (each
+        // operation's contract), so a poisoned lock is still usable.
+        self.set.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn set_mut(&mut self) -> &mut PageSet<K, V> {
+        self.set.get_mut().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The paging it was built with.
+    pub fn paging(&self) -> Paging {
+        self.paging
+    }
+    /// Number of pages.
+    pub fn pages(&self) -> usize {
+        self.paging.pages as usize
+    }
+    /// The page `key` lives in.
+    pub fn page_of(&self, key: K) -> usize {
+        self.lock().router.route(key.to_u64())
+    }
+    /// Slots of each page.
+    pub fn page_slots(&self) -> Vec<u64> {
+        let s = self.lock();
+        (0..s.host.len()).map(|i| s.current(i).slots()).collect()
+    }
+    /// Live keys of each page.
+    pub fn page_len(&self) -> Vec<u64> {
+        let s = self.lock();
+        (0..s.host.len()).map(|i| s.current(i).len()).collect()
+    }
+    /// The pages resident now, by slot (`None`: a free slot).
+    pub fn resident(&self) -> Vec<Option<usize>> {
+        self.lock().slots.iter().map(|s| s.as_ref().map(|s| s.page)).collect()
+    }
+    /// What the residency manager has done so far.
+    pub fn stats(&self) -> PagingStats {
+        self.lock().stats
+    }
+
+    /// Insert under the table's growth policy, each page growing alone
+    /// (see [`super::insert_with`] for the outcomes).
+    pub(crate) fn insert_with(&mut self, policy: Policy, keys: &[K], values: &[V], mode: InsertMode) -> Result<InsertReport> {
+        super::insert_with(self.set_mut(), policy, keys, values, mode)
+    }
+
+    /// Room for `additional` more keys: every page gets room for its share
+    /// of a batch routed uniformly, `additional / pages` plus four standard
+    /// deviations (a page receives more with probability about 3e-5), and
+    /// the pages together for all `additional`. A page that still receives
+    /// more grows alone (growth on) or stores what fits (growth off).
+    /// Pages grown before a failure keep their size; nothing is lost.
+    pub(crate) fn reserve(&mut self, policy: Policy, additional: u64) -> Result<()> {
+        let pages = self.pages() as u64;
+        let mean = additional.div_ceil(pages);
+        let share = mean.saturating_add((4.0 * (mean as f64).sqrt()).ceil() as u64).min(additional);
+        let set = self.set_mut();
+        super::for_each(set, |_, t| {
+            let before = (t.slots(), t.tombstones());
+            (Grower { b: &mut *t, policy }).reserve(share)?;
+            Ok((t.slots(), t.tombstones()) != before)
+        })
+    }
+
+    /// Rebuilds every page (one at a time) into its share of `slots`, or
+    /// more where its keys need it. A page that fails stops the call with
+    /// its error; pages rebuilt before keep their new size, nothing is lost.
+    pub(crate) fn rehash_with(&mut self, policy: Policy, slots: u64) -> Result<()> {
+        checked_slots::<K, V>(self.scheme, slots)?;
+        let share = slots.div_ceil(self.pages() as u64);
+        super::for_each(self.set_mut(), |_, t| {
+            (Grower { b: &mut *t, policy }).rehash(share)?;
+            Ok(true)
+        })
+    }
+
+    /// Reclaims every page's tombstones, one page at a time.
+    pub(crate) fn clean_tombstones_with(&mut self, policy: Policy) -> Result<()> {
+        super::for_each(self.set_mut(), |_, t| {
+            if t.tombstones() == 0 {
+                return Ok(false);
+            }
+            (Grower { b: &mut *t, policy }).clean_tombstones()?;
+            Ok(true)
+        })
+    }
+}
+
+impl<K: Key, V: Value> Backend<K, V> for PagedTable<K, V> {
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+    fn as_any_mut(&mut self) -> &mut dyn std::any::Any {
+        self
+    }
+    fn device(&self) -> Device {
+        self.device
+    }
+    fn scheme(&self) -> Scheme {
+        self.scheme
+    }
+    fn slots(&self) -> u64 {
+        self.lock().sum(|t| t.slots())
+    }
+    fn len(&self) -> u64 {
+        self.lock().sum(|t| t.len())
+    }
+    fn used(&self) -> u64 {
+        self.lock().sum(|t| t.used())
+    }
+    fn out_of_band(&self) -> u64 {
+        self.lock().sum(|t| t.out_of_band())
+    }
+    fn tombstones(&self) -> u64 {
+        self.lock().sum(|t| t.tombstones())
+    }
+    /// Plain insert without growth: each page stores what fits.
+    fn insert(&mut self, keys: &[K], values: &[V], mode: InsertMode) -> Result<RawInsert> {
+        super::insert_raw(self.set_mut(), keys, values, mode)
+    }
+    fn find(&self, keys: &[K], values: &mut [V], found: &mut [bool]) -> Result<u64> {
+        super::find(&mut *self.lock(), keys, values, found)
+    }
+    fn contains(&self, keys: &[K], found: &mut [bool]) -> Result<u64> {
+        super::contains(&mut *self.lock(), keys, found)
+    }
+    fn erase(&mut self, keys: &[K]) -> Result<u64> {
+        super::erase(self.set_mut(), keys)
+    }
+    /// Clears every page where it lies: host pages in host memory (no page
+    /// is brought in for it), resident copies in their slots, which are
+    /// then clean.
+    fn clear(&mut self) -> Result<()> {
+        let set = self.set_mut();
+        for t in &mut set.host {
+            t.clear()?;
+        }
+        for slot in set.slots.iter_mut().flatten() {
+            slot.table.clear()?;
+            slot.dirty = false;
+        }
+        Ok(())
+    }
+    /// Rebuilds each page into its share of `slots` (no smaller than its
+    /// keys need); a page that fails stops the call, pages rebuilt before
+    /// keep their size and every key.
+    fn rehash(&mut self, slots: u64) -> Result<()> {
+        let share = slots.div_ceil(self.pages() as u64);
+        let scheme = self.scheme;
+        super::for_each(self.set_mut(), |_, t| {
+            let need = crate::core::capacity::slots_for_keys(t.len(), 1.0);
+            t.rehash(checked_slots::<K, V>(scheme, share.max(need))?)?;
+            Ok(true)
+        })
+    }
+    fn clean_tombstones(&mut self) -> Result<()> {
+        super::for_each(self.set_mut(), |_, t| {
+            if t.tombstones() == 0 {
+                return Ok(false);
+            }
+            t.clean_tombstones()?;
+            Ok(true)
+        })
+    }
+    fn export(&self) -> Result<(Vec<K>, Vec<V>)> {
+        let mut set = self.lock();
+        let (mut keys, mut values) = (Vec::new(), Vec::new());
+        super::for_each(&mut *set, |_, t| {
+            let (k, v) = t.export()?;
+            keys.extend(k);
+            values.extend(v);
+            Ok(false)
+        })?;
+        Ok((keys, values))
+    }
+    fn displacement(&self) -> Result<(u64, u64)> {
+        let mut set = self.lock();
+        let (mut sum, mut max) = (0, 0);
+        super::for_each(&mut *set, |_, t| {
+            let (s, m) = t.displacement()?;
+            sum += s;
+            max = max.max(m);
+            Ok(false)
+        })?;
+        Ok((sum, max))
+    }
+}
