@@ -98,6 +98,19 @@ pub enum Error {
         /// What its driver said.
         message: String,
     },
+    /// A shard of a sharded table, or the exchange that moves a batch
+    /// between shards, failed: the shard (or exchange rank) and why. An
+    /// exchange wait that passes the table's timeout reports the rank that
+    /// sent nothing. Keys stored before the call stay stored; what the call
+    /// itself stored is described where it is returned
+    /// ([`crate::routed::sharded`]).
+    #[error("shard {shard} failed: {reason}")]
+    ShardFailed {
+        /// The shard (exchange rank) that failed.
+        shard: usize,
+        /// What went wrong.
+        reason: String,
+    },
     /// The operation is not supported by this backend or scheme.
     #[error("unsupported: {0}")]
     Unsupported(String),

@@ -143,6 +143,94 @@ fn injected(bytes: u64, device: Device) -> Result<()> {
     })
 }
 
+/// How an injected exchange fault acts on the rank it is aimed at.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ExchangeFault {
+    /// The rank's sends fail at once ([`Error::ShardFailed`] naming it).
+    Fail,
+    /// The rank sends nothing, as a stalled GPU would: the ranks waiting
+    /// for it give up after the table's exchange timeout and report it.
+    Stall,
+}
+
+/// A thread's exchange injection plan: transfers numbered from 0 as they
+/// start; transfer `call` meets `how` at `rank`.
+#[derive(Clone, Copy)]
+struct ExchangePlan {
+    armed: bool,
+    seen: u64,
+    call: u64,
+    rank: usize,
+    how: ExchangeFault,
+    injected: u64,
+}
+
+const EXCHANGE_OFF: ExchangePlan =
+    ExchangePlan { armed: false, seen: 0, call: 0, rank: 0, how: ExchangeFault::Fail, injected: 0 };
+
+thread_local! {
+    static EXCHANGE: Cell<ExchangePlan> = const { Cell::new(EXCHANGE_OFF) };
+}
+
+/// Makes `rank` fail or stall (`how`) in transfer number `call` (counting
+/// from 0, from now, on this thread) of a sharded table's exchange, until
+/// the returned guard is dropped. Each all-to-all is two transfers (the
+/// counts, then the data), and a bulk call makes two all-to-alls (the
+/// batch out to the shards, the results back), so transfers 0 and 1 fail
+/// a call before any shard has worked on it. Guards nest; the newest one
+/// decides. Like [`fail_allocations`], per thread.
+pub fn fail_exchange(rank: usize, call: u64, how: ExchangeFault) -> FailExchange {
+    let plan = ExchangePlan { armed: true, seen: 0, call, rank, how, injected: 0 };
+    let prev = EXCHANGE.with(|p| p.replace(plan));
+    GUARDS.fetch_add(1, Ordering::Relaxed);
+    FailExchange { prev, _thread: PhantomData }
+}
+
+/// Injects an exchange fault on its thread while alive (see [`fail_exchange`]).
+#[must_use = "faults are injected only while the guard is alive"]
+pub struct FailExchange {
+    prev: ExchangePlan,
+    _thread: PhantomData<*const ()>,
+}
+
+impl FailExchange {
+    /// Transfers started since this guard was made.
+    pub fn transfers(&self) -> u64 {
+        EXCHANGE.with(|p| p.get().seen)
+    }
+    /// Faults injected since this guard was made (0 or 1).
+    pub fn injected(&self) -> u64 {
+        EXCHANGE.with(|p| p.get().injected)
+    }
+}
+
+impl Drop for FailExchange {
+    fn drop(&mut self) {
+        EXCHANGE.with(|p| p.set(self.prev));
+        GUARDS.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// The point every exchange transfer passes as it starts: the rank and
+/// fault to inject in this transfer, if a guard on this thread says so.
+#[inline]
+pub(crate) fn exchange_point() -> Option<(usize, ExchangeFault)> {
+    if GUARDS.load(Ordering::Relaxed) == 0 {
+        return None;
+    }
+    EXCHANGE.with(|p| {
+        let mut plan = p.get();
+        if !plan.armed {
+            return None;
+        }
+        let hit = plan.seen == plan.call;
+        plan.seen += 1;
+        plan.injected += hit as u64;
+        p.set(plan);
+        hit.then_some((plan.rank, plan.how))
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

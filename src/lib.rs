@@ -55,4 +55,5 @@ pub use device::Device;
 pub use error::{Error, NotStored, Result};
 pub use memory::Memory;
 pub use routed::paged::{Paging, PagingStats, Residency};
+pub use routed::sharded::Sharding;
 pub use table::{Builder, HashTable, InsertReport, Stats};

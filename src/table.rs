@@ -8,6 +8,7 @@ use crate::core::layout::Word;
 use crate::core::scheme::Scheme;
 use crate::growth::{checked_slots, Grower, Policy};
 use crate::routed::paged::{PagedTable, Paging};
+use crate::routed::sharded::{ShardedTable, Sharding};
 use crate::{Device, Error, Memory, Result};
 
 /// What a bulk insert did.
@@ -58,6 +59,7 @@ pub struct Builder {
     scheme: Scheme,
     memory: Memory,
     paging: Option<Paging>,
+    sharding: Option<Sharding>,
 }
 
 impl Default for Builder {
@@ -72,6 +74,7 @@ impl Default for Builder {
             scheme: Scheme::Linear,
             memory: Memory::Device,
             paging: None,
+            sharding: None,
         }
     }
 }
@@ -160,6 +163,34 @@ impl Builder {
         self.paging = Some(paging);
         self
     }
+    /// Spreads the table over shards, one on each of `sharding.devices`
+    /// (default: one table on [`Builder::device`], which a sharded table
+    /// does not use). The capacity is split evenly among the shards, each
+    /// an ordinary table of the chosen scheme on its device; a key's shard
+    /// comes from hash bits independent of its place inside the shard, and
+    /// a shard that fills up grows alone. Every bulk call splits its batch
+    /// into one part per shard, moves each key to its shard through the
+    /// exchange, and returns results in the caller's order. The `HashTable`
+    /// API is unchanged; [`HashTable::sharded`] reaches the shards. A table
+    /// is paged or sharded, not both ([`Error::Unsupported`]). See
+    /// [`crate::routed::sharded`].
+    ///
+    /// ```
+    /// use gpuhash::{Device, HashTable, Sharding};
+    ///
+    /// let mut t = HashTable::<u32, u32>::builder()
+    ///     .capacity(3 << 10)
+    ///     .sharded(Sharding::new(vec![Device::Cpu; 3])) // 3 shards of 1024 slots
+    ///     .build::<u32, u32>()?;
+    /// t.insert_or_assign(&[1, 2, 3], &[10, 20, 30])?;
+    /// assert_eq!(t.find(&[3, 1, 9])?, vec![Some(30), Some(10), None]);
+    /// assert_eq!(t.capacity(), 3 << 10);
+    /// # Ok::<(), gpuhash::Error>(())
+    /// ```
+    pub fn sharded(mut self, sharding: Sharding) -> Self {
+        self.sharding = Some(sharding);
+        self
+    }
     /// Creates the table.
     pub fn build<K: Key, V: Value>(self) -> Result<HashTable<K, V>> {
         if !(self.max_load > 0.0 && self.max_load <= 1.0) {
@@ -172,9 +203,11 @@ impl Builder {
         self.scheme.validate().map_err(Error::Unsupported)?;
         let slots = checked_slots::<K, V>(self.scheme, self.capacity)?;
         let config = Config { slots, max_probe_buckets, seed: self.seed, scheme: self.scheme, memory: self.memory };
-        let backend: Box<dyn Backend<K, V>> = match self.paging {
-            None => backend::create(self.device, config)?,
-            Some(paging) => Box::new(PagedTable::new(self.device, config, self.capacity, paging)?),
+        let backend: Box<dyn Backend<K, V>> = match (self.paging, self.sharding) {
+            (None, None) => backend::create(self.device, config)?,
+            (Some(paging), None) => Box::new(PagedTable::new(self.device, config, self.capacity, paging)?),
+            (None, Some(sharding)) => Box::new(ShardedTable::new(config, self.capacity, sharding)?),
+            (Some(_), Some(_)) => return Err(Error::Unsupported("a table is paged or sharded, not both".into())),
         };
         Ok(HashTable { backend, max_load: self.max_load, growth: self.growth })
     }
@@ -351,9 +384,13 @@ impl<K: Key, V: Value> HashTable<K, V> {
     ///
     /// A paged table ([`Builder::paged`]) gives each page room for its
     /// share of `additional` keys routed uniformly (the mean plus four
-    /// standard deviations), and the pages together room for all of them.
+    /// standard deviations), and the pages together room for all of them;
+    /// a sharded table ([`Builder::sharded`]) does the same per shard.
     pub fn reserve(&mut self, additional: u64) -> Result<()> {
         let policy = self.policy();
+        if let Some(s) = self.sharded_mut() {
+            return s.reserve(policy, additional);
+        }
         match self.paged_mut() {
             Some(p) => p.reserve(policy, additional),
             None => self.grower().reserve(additional),
@@ -365,6 +402,9 @@ impl<K: Key, V: Value> HashTable<K, V> {
     /// alone into its share of `slots`.
     pub fn rehash(&mut self, slots: u64) -> Result<()> {
         let policy = self.policy();
+        if let Some(s) = self.sharded_mut() {
+            return s.rehash_with(policy, slots);
+        }
         match self.paged_mut() {
             Some(p) => p.rehash_with(policy, slots),
             None => self.grower().rehash(slots),
@@ -380,6 +420,9 @@ impl<K: Key, V: Value> HashTable<K, V> {
     /// table cleans one page at a time.
     pub fn clean_tombstones(&mut self) -> Result<()> {
         let policy = self.policy();
+        if let Some(s) = self.sharded_mut() {
+            return s.clean_tombstones_with(policy);
+        }
         match self.paged_mut() {
             Some(p) => p.clean_tombstones_with(policy),
             None => self.grower().clean_tombstones(),
@@ -452,6 +495,16 @@ impl<K: Key, V: Value> HashTable<K, V> {
         self.backend.as_any_mut().downcast_mut()
     }
 
+    /// The sharded table behind this one (its shards, their devices and
+    /// key counts); `None` unless built with [`Builder::sharded`].
+    pub fn sharded(&self) -> Option<&ShardedTable<K, V>> {
+        self.backend.as_any().downcast_ref()
+    }
+
+    fn sharded_mut(&mut self) -> Option<&mut ShardedTable<K, V>> {
+        self.backend.as_any_mut().downcast_mut()
+    }
+
     fn policy(&self) -> Policy {
         Policy { max_load: self.max_load, growth: self.growth }
     }
@@ -463,6 +516,9 @@ impl<K: Key, V: Value> HashTable<K, V> {
 
     fn insert_batch(&mut self, keys: &[K], values: &[V], mode: InsertMode) -> Result<InsertReport> {
         let policy = self.policy();
+        if let Some(s) = self.sharded_mut() {
+            return s.insert_with(policy, keys, values, mode);
+        }
         match self.paged_mut() {
             Some(p) => p.insert_with(policy, keys, values, mode),
             None => self.grower().insert(keys, values, mode),

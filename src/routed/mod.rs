@@ -23,16 +23,22 @@
 //! lives in exactly one sub-table, which stores it out of band as a single
 //! table would, so `len` and `out_of_band` stay sums over sub-tables.
 //!
-//! [`paged`] holds the paged table; a sharded table would implement
-//! `SubTables` over its shards and reuse everything here.
+//! [`paged`] holds the paged table and [`sharded`] the sharded table. The
+//! paged table runs the routed operations here as they are; the sharded
+//! table moves each batch to its shards through an exchange
+//! ([`sharded::Exchange`]) and back, and shares the router, the partition,
+//! the growth per sub-table, the insert outcome and the whole-table
+//! operations (reserve, rehash, cleaning) with it.
 
 pub mod paged;
+pub mod sharded;
 
 use crate::backend::{Backend, InsertMode, RawInsert};
 use crate::core::hash;
 use crate::core::keys::{Key, Value};
+use crate::core::scheme::Scheme;
 use crate::error::NotStored;
-use crate::growth::{Grower, Policy};
+use crate::growth::{checked_slots, Grower, Policy};
 use crate::table::InsertReport;
 use crate::{Error, Result};
 
@@ -179,7 +185,7 @@ pub(crate) fn erase<K: Key, V: Value, S: SubTables<K, V>>(s: &mut S, keys: &[K])
 }
 
 /// Whether an insert that stored `r` in mode `mode` may have changed a table.
-fn insert_changed(mode: InsertMode, inserted: u64, existing: u64) -> bool {
+pub(crate) fn insert_changed(mode: InsertMode, inserted: u64, existing: u64) -> bool {
     inserted > 0 || (existing > 0 && mode != InsertMode::IfAbsent)
 }
 
@@ -211,13 +217,15 @@ pub(crate) fn insert_raw<K: Key, V: Value, S: SubTables<K, V>>(
 
 /// What one sub-table's insert under the growth policy did, in its own
 /// positions: the report, the positions not stored, and why (if it failed).
-struct SubOutcome {
-    report: InsertReport,
-    not_stored: Vec<usize>,
-    cause: Option<Error>,
+pub(crate) struct SubOutcome {
+    pub(crate) report: InsertReport,
+    pub(crate) not_stored: Vec<usize>,
+    pub(crate) cause: Option<Error>,
 }
 
-fn sub_insert<K: Key, V: Value>(t: &mut dyn Backend<K, V>, policy: Policy, k: &[K], v: &[V], mode: InsertMode) -> (SubOutcome, bool) {
+/// One sub-table's insert under the growth policy, and whether it may have
+/// changed the sub-table.
+pub(crate) fn sub_insert<K: Key, V: Value>(t: &mut dyn Backend<K, V>, policy: Policy, k: &[K], v: &[V], mode: InsertMode) -> (SubOutcome, bool) {
     let (slots, tombstones) = (t.slots(), t.tombstones());
     let out = match (Grower { b: &mut *t, policy }).insert(k, v, mode) {
         Ok(report) => SubOutcome { report, not_stored: Vec::new(), cause: None },
@@ -275,6 +283,18 @@ pub(crate) fn insert_with<K: Key, V: Value, S: SubTables<K, V>>(
             cause = out.cause;
         }
     }
+    insert_outcome(keys, report, not_stored, cause)
+}
+
+/// The outcome of a routed insert under the growth policy (see
+/// [`insert_with`]) from what its sub-tables did: the summed `report`, the
+/// caller positions not stored, and the first sub-table's failure.
+pub(crate) fn insert_outcome<K: Key>(
+    keys: &[K],
+    report: InsertReport,
+    mut not_stored: Vec<usize>,
+    cause: Option<Error>,
+) -> Result<InsertReport> {
     not_stored.sort_unstable();
     let listed = |positions: Vec<usize>, report| {
         let keys = positions.iter().map(|&p| keys[p].to_u64()).collect();
@@ -286,6 +306,94 @@ pub(crate) fn insert_with<K: Key, V: Value, S: SubTables<K, V>>(
         Some(cause) if report == InsertReport::default() && not_stored.len() == keys.len() => Err(cause),
         Some(cause) => Err(Error::GrowthFailed { cause: Box::new(cause), not_stored: listed(not_stored, report) }),
     }
+}
+
+/// Room for `additional` more keys: every sub-table gets room for its
+/// share of a batch routed uniformly, `additional / count` plus four
+/// standard deviations (a sub-table receives more with probability about
+/// 3e-5), and the sub-tables together for all `additional`. A sub-table
+/// that still receives more grows alone (growth on) or stores what fits
+/// (growth off). Sub-tables grown before a failure keep their size; nothing
+/// is lost.
+pub(crate) fn reserve<K: Key, V: Value, S: SubTables<K, V>>(s: &mut S, policy: Policy, additional: u64) -> Result<()> {
+    let count = s.router().count() as u64;
+    let mean = additional.div_ceil(count);
+    let share = mean.saturating_add((4.0 * (mean as f64).sqrt()).ceil() as u64).min(additional);
+    for_each(s, |_, t| {
+        let before = (t.slots(), t.tombstones());
+        (Grower { b: &mut *t, policy }).reserve(share)?;
+        Ok((t.slots(), t.tombstones()) != before)
+    })
+}
+
+/// Rebuilds every sub-table (one at a time) into its share of `slots`, or
+/// more where its keys need it. A sub-table that fails stops the call with
+/// its error; sub-tables rebuilt before keep their new size, nothing is lost.
+pub(crate) fn rehash_with<K: Key, V: Value, S: SubTables<K, V>>(s: &mut S, scheme: Scheme, policy: Policy, slots: u64) -> Result<()> {
+    checked_slots::<K, V>(scheme, slots)?;
+    let share = slots.div_ceil(s.router().count() as u64);
+    for_each(s, |_, t| {
+        (Grower { b: &mut *t, policy }).rehash(share)?;
+        Ok(true)
+    })
+}
+
+/// Reclaims every sub-table's tombstones, one sub-table at a time.
+pub(crate) fn clean_tombstones_with<K: Key, V: Value, S: SubTables<K, V>>(s: &mut S, policy: Policy) -> Result<()> {
+    for_each(s, |_, t| {
+        if t.tombstones() == 0 {
+            return Ok(false);
+        }
+        (Grower { b: &mut *t, policy }).clean_tombstones()?;
+        Ok(true)
+    })
+}
+
+/// The backend `rehash` of a table of tables: each sub-table into its share
+/// of `slots` (no smaller than its keys need); a sub-table that fails stops
+/// the call, those rebuilt before keep their size and every key.
+pub(crate) fn rehash_each<K: Key, V: Value, S: SubTables<K, V>>(s: &mut S, scheme: Scheme, slots: u64) -> Result<()> {
+    let share = slots.div_ceil(s.router().count() as u64);
+    for_each(s, |_, t| {
+        let need = crate::core::capacity::slots_for_keys(t.len(), 1.0);
+        t.rehash(checked_slots::<K, V>(scheme, share.max(need))?)?;
+        Ok(true)
+    })
+}
+
+/// The backend `clean_tombstones` of a table of tables.
+pub(crate) fn clean_each<K: Key, V: Value, S: SubTables<K, V>>(s: &mut S) -> Result<()> {
+    for_each(s, |_, t| {
+        if t.tombstones() == 0 {
+            return Ok(false);
+        }
+        t.clean_tombstones()?;
+        Ok(true)
+    })
+}
+
+/// Every pair of every sub-table, in visit order.
+pub(crate) fn export_all<K: Key, V: Value, S: SubTables<K, V>>(s: &mut S) -> Result<(Vec<K>, Vec<V>)> {
+    let (mut keys, mut values) = (Vec::new(), Vec::new());
+    for_each(s, |_, t| {
+        let (k, v) = t.export()?;
+        keys.extend(k);
+        values.extend(v);
+        Ok(false)
+    })?;
+    Ok((keys, values))
+}
+
+/// The displacement sum and maximum over every sub-table.
+pub(crate) fn displacement_all<K: Key, V: Value, S: SubTables<K, V>>(s: &mut S) -> Result<(u64, u64)> {
+    let (mut sum, mut max) = (0, 0);
+    for_each(s, |_, t| {
+        let (d, m) = t.displacement()?;
+        sum += d;
+        max = max.max(m);
+        Ok(false)
+    })?;
+    Ok((sum, max))
 }
 
 /// Runs `f` on every sub-table, in visit order, stopping at the first error.

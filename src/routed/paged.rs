@@ -47,7 +47,7 @@ use crate::backend::cpu::CpuTable;
 use crate::backend::{Backend, Config, InsertMode, RawInsert};
 use crate::core::keys::{Key, Value};
 use crate::core::scheme::Scheme;
-use crate::growth::{checked_slots, Grower, Policy};
+use crate::growth::{checked_slots, Policy};
 use crate::table::InsertReport;
 use crate::{Device, Error, Memory, Result};
 
@@ -390,45 +390,22 @@ impl<K: Key, V: Value> PagedTable<K, V> {
         super::insert_with(self.set_mut(), policy, keys, values, mode)
     }
 
-    /// Room for `additional` more keys: every page gets room for its share
-    /// of a batch routed uniformly, `additional / pages` plus four standard
-    /// deviations (a page receives more with probability about 3e-5), and
-    /// the pages together for all `additional`. A page that still receives
-    /// more grows alone (growth on) or stores what fits (growth off).
-    /// Pages grown before a failure keep their size; nothing is lost.
+    /// Room for `additional` more keys, each page for its share (see
+    /// [`super::reserve`]).
     pub(crate) fn reserve(&mut self, policy: Policy, additional: u64) -> Result<()> {
-        let pages = self.pages() as u64;
-        let mean = additional.div_ceil(pages);
-        let share = mean.saturating_add((4.0 * (mean as f64).sqrt()).ceil() as u64).min(additional);
-        let set = self.set_mut();
-        super::for_each(set, |_, t| {
-            let before = (t.slots(), t.tombstones());
-            (Grower { b: &mut *t, policy }).reserve(share)?;
-            Ok((t.slots(), t.tombstones()) != before)
-        })
+        super::reserve(self.set_mut(), policy, additional)
     }
 
-    /// Rebuilds every page (one at a time) into its share of `slots`, or
-    /// more where its keys need it. A page that fails stops the call with
-    /// its error; pages rebuilt before keep their new size, nothing is lost.
+    /// Rebuilds every page (one at a time) into its share of `slots` (see
+    /// [`super::rehash_with`]).
     pub(crate) fn rehash_with(&mut self, policy: Policy, slots: u64) -> Result<()> {
-        checked_slots::<K, V>(self.scheme, slots)?;
-        let share = slots.div_ceil(self.pages() as u64);
-        super::for_each(self.set_mut(), |_, t| {
-            (Grower { b: &mut *t, policy }).rehash(share)?;
-            Ok(true)
-        })
+        let scheme = self.scheme;
+        super::rehash_with(self.set_mut(), scheme, policy, slots)
     }
 
     /// Reclaims every page's tombstones, one page at a time.
     pub(crate) fn clean_tombstones_with(&mut self, policy: Policy) -> Result<()> {
-        super::for_each(self.set_mut(), |_, t| {
-            if t.tombstones() == 0 {
-                return Ok(false);
-            }
-            (Grower { b: &mut *t, policy }).clean_tombstones()?;
-            Ok(true)
-        })
+        super::clean_tombstones_with(self.set_mut(), policy)
     }
 }
 
@@ -491,43 +468,16 @@ impl<K: Key, V: Value> Backend<K, V> for PagedTable<K, V> {
     /// keys need); a page that fails stops the call, pages rebuilt before
     /// keep their size and every key.
     fn rehash(&mut self, slots: u64) -> Result<()> {
-        let share = slots.div_ceil(self.pages() as u64);
         let scheme = self.scheme;
-        super::for_each(self.set_mut(), |_, t| {
-            let need = crate::core::capacity::slots_for_keys(t.len(), 1.0);
-            t.rehash(checked_slots::<K, V>(scheme, share.max(need))?)?;
-            Ok(true)
-        })
+        super::rehash_each(self.set_mut(), scheme, slots)
     }
     fn clean_tombstones(&mut self) -> Result<()> {
-        super::for_each(self.set_mut(), |_, t| {
-            if t.tombstones() == 0 {
-                return Ok(false);
-            }
-            t.clean_tombstones()?;
-            Ok(true)
-        })
+        super::clean_each(self.set_mut())
     }
     fn export(&self) -> Result<(Vec<K>, Vec<V>)> {
-        let mut set = self.lock();
-        let (mut keys, mut values) = (Vec::new(), Vec::new());
-        super::for_each(&mut *set, |_, t| {
-            let (k, v) = t.export()?;
-            keys.extend(k);
-            values.extend(v);
-            Ok(false)
-        })?;
-        Ok((keys, values))
+        super::export_all(&mut *self.lock())
     }
     fn displacement(&self) -> Result<(u64, u64)> {
-        let mut set = self.lock();
-        let (mut sum, mut max) = (0, 0);
-        super::for_each(&mut *set, |_, t| {
-            let (s, m) = t.displacement()?;
-            sum += s;
-            max = max.max(m);
-            Ok(false)
-        })?;
-        Ok((sum, max))
+        super::displacement_all(&mut *self.lock())
     }
 }
