@@ -14,7 +14,7 @@ pub mod suite;
 use std::collections::{HashMap, HashSet};
 use std::fmt;
 
-use gpuhash::{Builder, Device, Error, HashTable, InsertReport, Key, NotStored, Paging, Reduce, Scheme, Value};
+use gpuhash::{Builder, Device, Error, HashTable, InsertReport, Key, NotStored, Paging, Reduce, Scheme, Sharding, Value};
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use rand_pcg::Pcg64;
@@ -49,21 +49,27 @@ pub fn short_type<T>() -> &'static str {
 }
 
 /// Where a test runs: a device, a placement scheme, and optionally a
-/// paging, which every table of the test is then built with ([`builder`]).
+/// paging or a shard count (shards on the target's device), which every
+/// table of the test is then built with ([`builder`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Target {
     pub device: Device,
     pub scheme: Scheme,
     pub paging: Option<Paging>,
+    pub shards: Option<usize>,
 }
 
 impl Target {
     pub const fn new(device: Device, scheme: Scheme) -> Target {
-        Target { device, scheme, paging: None }
+        Target { device, scheme, paging: None, shards: None }
     }
     /// Tables split into pages with `paging`.
     pub const fn paged(device: Device, scheme: Scheme, paging: Paging) -> Target {
-        Target { device, scheme, paging: Some(paging) }
+        Target { device, scheme, paging: Some(paging), shards: None }
+    }
+    /// Tables spread over `shards` shards, all on `device`.
+    pub const fn sharded(device: Device, scheme: Scheme, shards: usize) -> Target {
+        Target { device, scheme, paging: None, shards: Some(shards) }
     }
 }
 
@@ -72,6 +78,9 @@ impl fmt::Display for Target {
         write!(f, "{}/{}", self.device, self.scheme)?;
         if let Some(p) = self.paging {
             write!(f, "/paged({} pages, {} resident, {:?})", p.pages, p.resident, p.residency)?;
+        }
+        if let Some(n) = self.shards {
+            write!(f, "/sharded({n} shards)")?;
         }
         Ok(())
     }
@@ -199,11 +208,16 @@ pub fn usable(dev: Target) -> Option<Target> {
     }
 }
 
-/// A builder on `dev`'s device, scheme and paging, with the defaults otherwise.
+/// A builder on `dev`'s device, scheme and paging or sharding, with the
+/// defaults otherwise.
 pub fn builder(dev: Target) -> Builder {
     let b = Builder::default().device(dev.device).scheme(dev.scheme);
-    match dev.paging {
+    let b = match dev.paging {
         Some(p) => b.paged(p),
+        None => b,
+    };
+    match dev.shards {
+        Some(n) => b.sharded(Sharding::new(vec![dev.device; n])),
         None => b,
     }
 }
@@ -616,10 +630,19 @@ pub fn check_export<K: Key, V: TestValue>(t: &HashTable<K, V>, o: &Oracle<K, V>,
 
 /// How many of `keys` (distinct, in-slot, none stored) are beyond the free
 /// slots of the table they go to: what a table whose probe reaches every
-/// slot must refuse. A single table is one such table; a paged table routes
-/// each key to its page, so a page that receives more keys than it has free
-/// slots refuses the rest even while other pages have room.
+/// slot must refuse. A single table is one such table; a paged (sharded)
+/// table routes each key to its page (shard), so a page that receives more
+/// keys than it has free slots refuses the rest even while other pages have
+/// room.
 pub fn overflow<K: Key, V: Value>(t: &HashTable<K, V>, keys: &[K]) -> u64 {
+    if let Some(s) = t.sharded() {
+        let (slots, len) = (s.shard_slots(), s.shard_len());
+        let mut n = vec![0u64; s.shards()];
+        for k in keys {
+            n[s.shard_of(*k)] += 1;
+        }
+        return (0..s.shards()).map(|i| n[i].saturating_sub(slots[i] - len[i])).sum();
+    }
     match t.paged() {
         None => (keys.len() as u64).saturating_sub(t.capacity() - t.len()),
         Some(p) => {
@@ -656,6 +679,10 @@ macro_rules! conformance_suite {
     // Every table of every test split into pages with `$paging`.
     ($name:ident, $dev:expr, $scheme:expr, paged: $paging:expr) => {
         conformance_suite!(@all $name, $crate::common::Target::paged($dev, $scheme, $paging));
+    };
+    // Every table of every test spread over `$shards` shards on `$dev`.
+    ($name:ident, $dev:expr, $scheme:expr, sharded: $shards:expr) => {
+        conformance_suite!(@all $name, $crate::common::Target::sharded($dev, $scheme, $shards));
     };
     (@all $name:ident, $target:expr) => {
         conformance_suite!(@tests $name, $target;
