@@ -38,12 +38,16 @@ impl Device {
     /// `Ok` if tables of `scheme` can be created on this device, or why not:
     /// [`Error::Unavailable`] when the device cannot be used, and
     /// [`Error::Unsupported`] for a scheme its backend does not implement.
-    /// Every scheme runs on the CPU and on CUDA; wgpu runs
+    /// Every scheme runs on the CPU; CUDA runs all but
+    /// [`Scheme::SlabList`](crate::Scheme::SlabList); wgpu runs
     /// [`Scheme::Linear`](crate::Scheme::Linear) only so far.
     pub fn check_scheme(self, scheme: crate::Scheme) -> Result<(), Error> {
         self.check_available()?;
         match self {
             Device::Wgpu | Device::WgpuAdapter(_) => crate::backend::wgpu_scheme(scheme),
+            Device::Cuda(_) if scheme == crate::Scheme::SlabList => Err(Error::Unsupported(format!(
+                "the CUDA backend does not implement {scheme}; slab-list tables run on the CPU and on wgpu"
+            ))),
             _ => Ok(()),
         }
     }

@@ -378,6 +378,10 @@ impl<K: Key, V: Value> HashTable<K, V> {
     ///   [`Scheme::TwoLevel`] (2 or 3 candidate buckets, eviction walks of 16
     ///   steps, a stash of 32 pairs or a region rebuild): placement is
     ///   bounded, so near the maximum load a few keys may find no slot.
+    /// * [`Scheme::SlabList`]: a key is refused only when its chain is full
+    ///   and the slab pool is used up, which partly empty last slabs make
+    ///   happen near a load of 0.9 (earlier in tables of a few chains), so
+    ///   above that maximum load some keys may find no slot.
     ///
     /// Such a key grows the table when growth is on; with growth off it is
     /// reported in [`Error::TableFull`], never lost.

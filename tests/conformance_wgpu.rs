@@ -72,3 +72,15 @@ fn adapters_by_index() {
     let r = HashTable::<u32, u32>::builder().device(Device::Wgpu).scheme(Scheme::Cuckoo).build::<u32, u32>();
     assert!(matches!(r, Err(gpuhash::Error::Unsupported(_))), "cuckoo on wgpu: {r:?}");
 }
+
+/// Schemes the wgpu backend does not implement yet (the slab list) are
+/// refused with `Error::Unsupported`, both by `check_scheme` and by the
+/// builder, never a panic.
+#[test]
+fn unported_schemes_are_unsupported() {
+    let Some(_) = usable(Target::new(Device::Wgpu, Scheme::Linear)) else { return };
+    let e = Device::Wgpu.check_scheme(Scheme::SlabList);
+    assert!(matches!(e, Err(gpuhash::Error::Unsupported(_))), "{e:?}");
+    let t = HashTable::<u64, u32>::builder().device(Device::Wgpu).scheme(Scheme::SlabList).capacity(64).build::<u64, u32>();
+    assert!(matches!(t, Err(gpuhash::Error::Unsupported(_))), "{:?}", t.err());
+}

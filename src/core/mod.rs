@@ -12,3 +12,4 @@ pub mod keys;
 pub mod layout;
 pub mod probe;
 pub mod scheme;
+pub mod slab;

@@ -12,6 +12,7 @@
 //! | [`Scheme::RobinHood`] | gpurhh | buckets after its home, up to a cap; richer keys give way to poorer ones | until a bucket whose keys all sit closer to their homes than it would |
 //! | [`Scheme::Cuckoo`] | BGHT, Starfish | one of 2 (8-byte slots) or 3 (16-byte slots) buckets, or a small stash | those buckets, the stash if not empty |
 //! | [`Scheme::TwoLevel`] | HH Hash, Starfish | one region by the first hash, then cuckoo inside it with the region's own seed | that region's candidate buckets |
+//! | [`Scheme::SlabList`] | SlabHash, the WebGPU slab list | a chain of 32-byte slabs from its head bucket, slabs taken from a pool | its chain until an EMPTY slot |
 //!
 //! Scheme-specific state (locks, a stash, per-region seeds) lives in an
 //! auxiliary array of zero-initialised 64-bit words whose size the scheme
@@ -22,6 +23,7 @@ use std::str::FromStr;
 
 use super::capacity::{MAX_SLOTS, MIN_SLOTS};
 use super::cuckoo;
+use super::slab::Slabs;
 use super::layout::BUCKET_BYTES;
 use super::probe::DEFAULT_MAX_PROBE_BUCKETS;
 
@@ -92,13 +94,42 @@ pub enum Scheme {
     /// time; like [`Scheme::Cuckoo`], do not mix lookups with concurrent
     /// inserts in your own kernels. Erase frees the slot.
     TwoLevel,
+    /// Chaining over slab lists (SlabHash; the WebGPU seed's slab-list
+    /// table): a quarter of the 32-byte buckets are chain heads, one per
+    /// hash bucket; the others form a pool of slabs (one bucket each) that
+    /// a chain takes from, one at a time, when its last slab is full. A
+    /// slab is taken with one atomic bump of a counter and linked with a
+    /// compare-and-swap on the chain's last `next` word; a thread that loses
+    /// that race links its slab further down the same chain, so no slab is
+    /// ever lost. Slots, markers and out-of-band keys are the engine's; the
+    /// `next` words and the pool counters live in the scheme words (see
+    /// [`crate::core::slab`]).
+    ///
+    /// `slots()` counts heads and pool alike, so load factors mean what
+    /// they mean for the other schemes. A key is refused only when its
+    /// chain is full and the pool is used up (the probe limit does not
+    /// apply); as a chain's last slab is partly empty, that happens near a
+    /// load of 0.9 (8-byte slots) or 0.93 (16-byte slots), and at lower
+    /// loads in small tables. Erase leaves tombstones, which inserts do not
+    /// reuse; a rebuild (`rehash`, `clean_tombstones`, growth) reclaims them
+    /// and the slabs of emptied chains.
+    ///
+    /// Pick it for SlabHash's layout (a key only ever lives in its own
+    /// chain, so heavy load in one bucket never slows another) and for
+    /// WebGPU, where it runs on 32-bit atomics. Chains are walked slab by
+    /// slab (about 3.5 slabs at load 0.875), so lookups cost more than with
+    /// [`Scheme::Linear`]. CPU and wgpu only: CUDA returns
+    /// [`crate::Error::Unsupported`].
+    SlabList,
 }
 
 /// Team size of [`Scheme::Hashinator`] when none is given.
 pub const DEFAULT_TEAM: u32 = 8;
 
 impl Scheme {
-    /// One of each scheme, with default parameters (`--scheme all`).
+    /// One of each scheme that runs on the CPU and CUDA alike, with default
+    /// parameters (`--scheme all`); [`Scheme::SlabList`] (CPU and wgpu) is
+    /// not among them.
     pub const ALL: [Scheme; 5] =
         [Scheme::Linear, Scheme::Hashinator { team: DEFAULT_TEAM }, Scheme::RobinHood, Scheme::Cuckoo, Scheme::TwoLevel];
 
@@ -110,6 +141,7 @@ impl Scheme {
             Scheme::RobinHood => 2,
             Scheme::Cuckoo => 3,
             Scheme::TwoLevel => 4,
+            Scheme::SlabList => 5,
         }
     }
 
@@ -130,6 +162,7 @@ impl Scheme {
             Scheme::RobinHood => "robin-hood".into(),
             Scheme::Cuckoo => "cuckoo".into(),
             Scheme::TwoLevel => "two-level".into(),
+            Scheme::SlabList => "slab-list".into(),
         }
     }
 
@@ -170,6 +203,7 @@ impl Scheme {
             Scheme::RobinHood => buckets.div_ceil(64),
             Scheme::Cuckoo => cuckoo::FlatAux { buckets }.words(),
             Scheme::TwoLevel => cuckoo::Regions::of(buckets).words(),
+            Scheme::SlabList => Slabs::of(buckets).words(),
         }
     }
 
@@ -203,12 +237,15 @@ impl Scheme {
     /// may place a key after refusing an earlier copy of it in the same batch,
     /// and Robin Hood's cascades depend on which keys are in the way, so for
     /// those schemes every refused position must be recorded as it happens.
+    /// Slab lists refuse a key only once the pool is used up and every
+    /// slab handed out is linked, and slots only fill, so theirs are final too.
     pub const fn refusals_are_final(self) -> bool {
-        matches!(self, Scheme::Linear | Scheme::Hashinator { .. })
+        matches!(self, Scheme::Linear | Scheme::Hashinator { .. } | Scheme::SlabList)
     }
 
     /// Whether an insert may use every slot when its probe limit covers the
-    /// whole table (linear schemes); cuckoo tables refuse keys earlier.
+    /// whole table (linear schemes); cuckoo tables refuse keys earlier, and
+    /// slab lists once the pool is used up (partly empty last slabs).
     pub const fn fills_every_slot(self) -> bool {
         matches!(self, Scheme::Linear | Scheme::Hashinator { .. } | Scheme::RobinHood)
     }
@@ -223,7 +260,7 @@ impl fmt::Display for Scheme {
 impl FromStr for Scheme {
     type Err = String;
     /// Parses `linear`, `hashinator`, `hashinator-tN`, `robin-hood`, `cuckoo`
-    /// or `two-level` (`default` means `linear`).
+    /// `two-level` or `slab-list` (`default` means `linear`).
     fn from_str(s: &str) -> Result<Self, String> {
         let scheme = match s {
             "linear" | "default" => Scheme::Linear,
@@ -231,11 +268,12 @@ impl FromStr for Scheme {
             "robin-hood" | "robinhood" => Scheme::RobinHood,
             "cuckoo" => Scheme::Cuckoo,
             "two-level" | "twolevel" => Scheme::TwoLevel,
+            "slab-list" | "slablist" | "slab" => Scheme::SlabList,
             _ => match s.strip_prefix("hashinator-t").map(str::parse::<u32>) {
                 Some(Ok(team)) => Scheme::Hashinator { team },
                 _ => {
                     return Err(format!(
-                        "unknown scheme '{s}' (expected linear, hashinator, hashinator-tN, robin-hood, cuckoo or two-level)"
+                        "unknown scheme '{s}' (expected linear, hashinator, hashinator-tN, robin-hood, cuckoo, two-level or slab-list)"
                     ))
                 }
             },
@@ -251,7 +289,7 @@ mod tests {
 
     #[test]
     fn names_round_trip() {
-        for s in Scheme::ALL.into_iter().chain([Scheme::Hashinator { team: 32 }]) {
+        for s in Scheme::ALL.into_iter().chain([Scheme::Hashinator { team: 32 }, Scheme::SlabList]) {
             assert_eq!(s.name().parse::<Scheme>(), Ok(s));
         }
         assert!("hashinator-t3".parse::<Scheme>().is_err());

@@ -738,7 +738,10 @@ fn maintenance_body<K: Key, V: TestValue>(dev: Target) {
             // `reserve` promises load room; schemes with bounded placement may
             // still refuse a few keys near the limit (its docs), which `insert`
             // has checked were reported exactly.
-            let bounded = matches!(dev.scheme, Scheme::RobinHood | Scheme::Cuckoo | Scheme::TwoLevel);
+            // Slab lists refuse keys once the pool is used up, which partly
+            // empty last slabs make come before a load of 1 (near 0.9, and
+            // earlier in tables of a few chains such as these).
+            let bounded = matches!(dev.scheme, Scheme::RobinHood | Scheme::Cuckoo | Scheme::TwoLevel | Scheme::SlabList);
             assert!(
                 failed.is_empty() || max_load == 1.0 || bounded,
                 "{cx}: {} reserved keys not stored",
@@ -1155,9 +1158,15 @@ fn fill_body<K: Key, V: TestValue>(dev: Target) {
     // its rebuilds failing); on an H200 at 2^22 slots, cuckoo 0.90 (its
     // 32-pair stash fills) and Hashinator 0.92-0.94. The bounds leave room
     // for other seeds and larger tables, whose longest runs are longer.
+    // Slab lists: the pool runs out when the slabs in use reach the table's;
+    // each chain's last slab is partly empty, which (Poisson chain lengths,
+    // a head per 4 slabs; `gpuhash::core::slab`) leaves about 0.906 of
+    // 8-byte slots and 0.937 of 16-byte ones usable on average (measured on
+    // the CPU at 2^16 slots: 0.90 and 0.93).
     let least = match dev.scheme {
         Scheme::Cuckoo => 0.87,
         Scheme::TwoLevel => 0.83,
+        Scheme::SlabList => 0.88,
         _ => 0.9,
     };
     assert!(load >= least, "{cx}: the first key was refused at load {load:.4}, below {least}");

@@ -6,6 +6,7 @@ mod cuckoo;
 mod hashinator;
 mod linear;
 mod robin_hood;
+mod slab_list;
 
 use std::marker::PhantomData;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -152,6 +153,10 @@ macro_rules! with_probing {
             }
             Scheme::TwoLevel => {
                 let $p = cuckoo::TwoLevel::new(s);
+                $body
+            }
+            Scheme::SlabList => {
+                let $p = slab_list::SlabList::new(s);
                 $body
             }
         }
