@@ -410,9 +410,26 @@ fn driver(device: &str) -> String {
     if device.starts_with("cuda") {
         first_line_of("nvidia-smi", &["--query-gpu=driver_version,name", "--format=csv,noheader"])
             .unwrap_or_else(|| "unknown (nvidia-smi not found)".into())
+    } else if device.starts_with("wgpu") {
+        wgpu_adapter(device)
     } else {
         "none (host CPU)".into()
     }
+}
+
+/// The wgpu adapter a run used: its name, driver and graphics backend.
+#[cfg(feature = "wgpu")]
+fn wgpu_adapter(device: &str) -> String {
+    match device.parse::<gpuhash::Device>().map(gpuhash::backend::wgpu::adapter_info) {
+        Ok(Ok(a)) => format!("{} ({:?}, {} {})", a.name, a.backend, a.driver, a.driver_info),
+        Ok(Err(e)) => format!("unknown ({e})"),
+        Err(e) => format!("unknown ({e})"),
+    }
+}
+
+#[cfg(not(feature = "wgpu"))]
+fn wgpu_adapter(_device: &str) -> String {
+    "unknown (built without the wgpu feature)".into()
 }
 
 pub(crate) fn write_run_info(path: &Path, info: &RunInfo) -> Result<(), BenchError> {

@@ -86,6 +86,17 @@ pub fn adapters() -> Vec<wgpu::AdapterInfo> {
     pollster::block_on(instance().enumerate_adapters(wgpu::Backends::all())).iter().map(|a| a.get_info()).collect()
 }
 
+/// What `device` (`Device::Wgpu` or `Device::WgpuAdapter(i)`) runs on: the
+/// adapter's name, driver and graphics backend, opening it if need be.
+pub fn adapter_info(device: Device) -> Result<wgpu::AdapterInfo> {
+    let index = match device {
+        Device::Wgpu => None,
+        Device::WgpuAdapter(i) => Some(i),
+        other => return Err(Error::Unsupported(format!("{other} is not a wgpu device"))),
+    };
+    Ok(gpu(index)?.info.clone())
+}
+
 type Opened = std::result::Result<Arc<Gpu>, String>;
 
 /// Adapters opened so far (`None`: the default one), each once per process.

@@ -46,7 +46,7 @@ use crate::core::probe::ProbeParams;
 use crate::core::scheme::Scheme;
 use crate::{Device, Error, Result};
 
-pub use self::gpu::{adapters, shader_source, COMMON_SOURCE, LINEAR_SOURCE};
+pub use self::gpu::{adapter_info, adapters, shader_source, COMMON_SOURCE, LINEAR_SOURCE};
 
 /// Items per dispatch at most (the binding-size limit may lower it).
 const MAX_CHUNK: usize = 1 << 22;
