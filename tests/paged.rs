@@ -18,24 +18,10 @@ fn target(scheme: Scheme, paging: Paging) -> Target {
     Target::paged(Device::Cpu, scheme, paging)
 }
 
-fn build<K: Key, V: TestValue>(dev: Target, capacity: u64, growth: bool, cx: &Ctx) -> HashTable<K, V> {
-    let b = builder(dev).capacity(capacity).growth(growth);
-    let b = if growth { b } else { b.max_load_factor(1.0) };
-    b.build::<K, V>().unwrap_or_else(|e| panic!("{cx}: build failed: {e}"))
-}
-
 /// `n` fresh in-slot keys that route to `page`.
 fn keys_in_page<K: Key, V: TestValue>(t: &HashTable<K, V>, cx: &mut Ctx, page: usize, n: usize, o: &Oracle<K, V>) -> Vec<K> {
     let p = t.paged().expect("a paged table");
-    let mut out = Vec::with_capacity(n);
-    while out.len() < n {
-        for k in fresh_keys(&mut cx.rng, 4 * n, o, &out) {
-            if p.page_of(k) == page && out.len() < n {
-                out.push(k);
-            }
-        }
-    }
-    out
+    keys_routed_to(|k| p.page_of(k), cx, page, n, o)
 }
 
 #[test]
@@ -43,7 +29,7 @@ fn results_come_back_in_the_callers_order() {
     for scheme in SCHEMES {
         let dev = target(scheme, Paging::new(7, 3));
         let mut cx = Ctx::new::<u64, u32>("results_in_callers_order", dev);
-        let mut t = build::<u64, u32>(dev, 1 << 12, true, &cx);
+        let mut t = build_table::<u64, u32>(dev, 1 << 12, true, &cx);
         let mut o = Oracle::new();
         let mut universe = distinct_keys::<u64>(&mut cx.rng, 20_000);
         universe.extend(edge_keys::<u64>());
@@ -78,7 +64,7 @@ fn refused_positions_are_exact_per_page() {
     // even while other pages have room.
     let dev = target(Scheme::Linear, Paging::new(4, 1));
     let mut cx = Ctx::new::<u32, u32>("refused_positions_exact", dev);
-    let mut t = build::<u32, u32>(dev, 4 * 256, false, &cx);
+    let mut t = build_table::<u32, u32>(dev, 4 * 256, false, &cx);
     let mut o = Oracle::new();
     let page_slots = t.paged().unwrap().page_slots();
     assert_eq!(page_slots, vec![256; 4], "{cx}: page sizes");
@@ -101,7 +87,7 @@ fn refused_positions_are_exact_per_page() {
 fn resident_pages_are_served_first() {
     let dev = target(Scheme::Linear, Paging::new(4, 2));
     let mut cx = Ctx::new::<u32, u32>("resident_served_first", dev);
-    let mut t = build::<u32, u32>(dev, 4 * 512, true, &cx);
+    let mut t = build_table::<u32, u32>(dev, 4 * 512, true, &cx);
     let mut o = Oracle::new();
     let by_page: Vec<Vec<u32>> = (0..4).map(|p| keys_in_page(&t, &mut cx, p, 50, &o)).collect();
     let all: Vec<u32> = by_page.concat();
@@ -137,7 +123,7 @@ fn fifo_and_lru_evict_different_pages() {
     for (residency, expect) in [(Residency::Fifo, vec![1, 2]), (Residency::Lru, vec![0, 2])] {
         let dev = target(Scheme::Linear, Paging::new(4, 2).residency(residency));
         let mut cx = Ctx::new::<u32, u32>("fifo_and_lru", dev);
-        let t = build::<u32, u32>(dev, 4 * 64, true, &cx);
+        let t = build_table::<u32, u32>(dev, 4 * 64, true, &cx);
         let o = Oracle::new();
         let by_page: Vec<Vec<u32>> = (0..4).map(|p| keys_in_page(&t, &mut cx, p, 1, &o)).collect();
         // 0 and 1 come in; 0 is used again; 2 needs a slot: FIFO evicts 0
@@ -153,7 +139,7 @@ fn fifo_and_lru_evict_different_pages() {
 fn only_dirty_pages_are_written_back() {
     let dev = target(Scheme::RobinHood, Paging::new(4, 1));
     let mut cx = Ctx::new::<u64, u64>("dirty_write_back", dev);
-    let mut t = build::<u64, u64>(dev, 4 * 256, true, &cx);
+    let mut t = build_table::<u64, u64>(dev, 4 * 256, true, &cx);
     let mut o = Oracle::new();
     let by_page: Vec<Vec<u64>> = (0..4).map(|p| keys_in_page(&t, &mut cx, p, 20, &o)).collect();
     let stats = |t: &HashTable<u64, u64>| t.paged().unwrap().stats();
@@ -203,7 +189,7 @@ fn a_full_page_grows_alone() {
     for scheme in SCHEMES {
         let dev = target(scheme, Paging::new(8, 2));
         let mut cx = Ctx::new::<u32, f64>("full_page_grows_alone", dev);
-        let mut t = build::<u32, f64>(dev, 8 * 256, true, &cx);
+        let mut t = build_table::<u32, f64>(dev, 8 * 256, true, &cx);
         let mut o = Oracle::new();
         let before = t.paged().unwrap().page_slots();
         // Ten times a page's slots, all to page 5.
@@ -259,7 +245,7 @@ fn faults_while_pages_grow_lose_nothing() {
             let (mut skip, mut partial, mut nothing) = (0, 0, 0);
             loop {
                 cx.phase = format!("allocation {skip} failing, count {count}");
-                let mut t = build::<u64, u64>(dev, 4 * 128, true, &cx);
+                let mut t = build_table::<u64, u64>(dev, 4 * 128, true, &cx);
                 let mut o = Oracle::new();
                 let vals = num_values::<u64>(&mut cx.rng, base.len());
                 insert(&mut t, &mut o, Op::Assign, &base, &vals, &cx);
@@ -307,7 +293,7 @@ fn faults_while_pages_grow_lose_nothing() {
 fn pages_without_memory_for_a_copy_are_served_in_host_memory() {
     let dev = target(Scheme::Cuckoo, Paging::new(4, 1));
     let mut cx = Ctx::new::<u32, i64>("served_in_host", dev);
-    let mut t = build::<u32, i64>(dev, 1 << 12, true, &cx);
+    let mut t = build_table::<u32, i64>(dev, 1 << 12, true, &cx);
     let mut o = Oracle::new();
     let keys = distinct_keys::<u32>(&mut cx.rng, 2000);
     let vals = num_values::<i64>(&mut cx.rng, keys.len());

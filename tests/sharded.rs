@@ -21,24 +21,10 @@ fn target(scheme: Scheme, shards: usize) -> Target {
     Target::sharded(Device::Cpu, scheme, shards)
 }
 
-fn build<K: Key, V: TestValue>(dev: Target, capacity: u64, growth: bool, cx: &Ctx) -> HashTable<K, V> {
-    let b = builder(dev).capacity(capacity).growth(growth);
-    let b = if growth { b } else { b.max_load_factor(1.0) };
-    b.build::<K, V>().unwrap_or_else(|e| panic!("{cx}: build failed: {e}"))
-}
-
 /// `n` fresh in-slot keys that route to `shard`.
 fn keys_in_shard<K: Key, V: TestValue>(t: &HashTable<K, V>, cx: &mut Ctx, shard: usize, n: usize, o: &Oracle<K, V>) -> Vec<K> {
     let s = t.sharded().expect("a sharded table");
-    let mut out = Vec::with_capacity(n);
-    while out.len() < n {
-        for k in fresh_keys(&mut cx.rng, 4 * n, o, &out) {
-            if s.shard_of(k) == shard && out.len() < n {
-                out.push(k);
-            }
-        }
-    }
-    out
+    keys_routed_to(|k| s.shard_of(k), cx, shard, n, o)
 }
 
 #[test]
@@ -46,7 +32,7 @@ fn results_come_back_in_the_callers_order() {
     for (scheme, shards) in SCHEMES.into_iter().zip([3, 5, 2, 7, 3]) {
         let dev = target(scheme, shards);
         let mut cx = Ctx::new::<u64, u32>("results_in_callers_order", dev);
-        let mut t = build::<u64, u32>(dev, 1 << 12, true, &cx);
+        let mut t = build_table::<u64, u32>(dev, 1 << 12, true, &cx);
         let mut o = Oracle::new();
         let mut universe = distinct_keys::<u64>(&mut cx.rng, 20_000);
         universe.extend(edge_keys::<u64>());
@@ -80,7 +66,7 @@ fn keys_spread_evenly_over_shards() {
     for shards in [2, 3, 5, 8] {
         let dev = target(Scheme::Linear, shards);
         let mut cx = Ctx::new::<u64, u64>("keys_spread_evenly", dev);
-        let mut t = build::<u64, u64>(dev, 1 << 12, true, &cx);
+        let mut t = build_table::<u64, u64>(dev, 1 << 12, true, &cx);
         let mut o = Oracle::new();
         // Random keys and sequential ones (low bits only).
         let mut keys = distinct_keys::<u64>(&mut cx.rng, 60_000);
@@ -105,7 +91,7 @@ fn refused_positions_are_exact_per_shard() {
     // even while other shards have room.
     let dev = target(Scheme::Linear, 3);
     let mut cx = Ctx::new::<u32, u32>("refused_positions_exact", dev);
-    let mut t = build::<u32, u32>(dev, 3 * 256, false, &cx);
+    let mut t = build_table::<u32, u32>(dev, 3 * 256, false, &cx);
     let mut o = Oracle::new();
     assert_eq!(t.sharded().unwrap().shard_slots(), vec![256; 3], "{cx}: shard sizes");
     assert_eq!(t.capacity(), 768, "{cx}");
@@ -129,7 +115,7 @@ fn a_full_shard_grows_alone() {
     for scheme in SCHEMES {
         let dev = target(scheme, 3);
         let mut cx = Ctx::new::<u32, f64>("full_shard_grows_alone", dev);
-        let mut t = build::<u32, f64>(dev, 3 * 256, true, &cx);
+        let mut t = build_table::<u32, f64>(dev, 3 * 256, true, &cx);
         let mut o = Oracle::new();
         let before = t.sharded().unwrap().shard_slots();
         // Ten times a shard's slots, all to shard 2.
@@ -160,7 +146,7 @@ fn a_failing_exchange_names_the_shard_and_loses_nothing() {
     for rank in 0..3 {
         for call in 0..TRANSFERS {
             cx.phase = format!("rank {rank} failing in transfer {call}");
-            let mut t = build::<u64, u64>(dev, 1 << 10, true, &cx);
+            let mut t = build_table::<u64, u64>(dev, 1 << 10, true, &cx);
             let mut o = Oracle::new();
             let base = distinct_keys::<u64>(&mut cx.rng, 2000);
             let vals = num_values::<u64>(&mut cx.rng, base.len());
@@ -276,7 +262,7 @@ fn faults_while_shards_grow_lose_nothing() {
         let (mut skip, mut partial, mut nothing) = (0, 0, 0);
         loop {
             cx.phase = format!("allocation {skip} on failing");
-            let mut t = build::<u64, u64>(dev, 3 * 128, true, &cx);
+            let mut t = build_table::<u64, u64>(dev, 3 * 128, true, &cx);
             let mut o = Oracle::new();
             let vals = num_values::<u64>(&mut cx.rng, base.len());
             insert(&mut t, &mut o, Op::Assign, &base, &vals, &cx);

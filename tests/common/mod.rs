@@ -341,6 +341,28 @@ pub fn distinct_keys<K: Key>(rng: &mut Pcg64, n: usize) -> Vec<K> {
 }
 
 /// `n` distinct in-slot keys absent from `o` and from `avoid`.
+/// A table on `dev` of `capacity` slots; with growth off its maximum load is
+/// 1, so the capacity is all there is.
+pub fn build_table<K: Key, V: TestValue>(dev: Target, capacity: u64, growth: bool, cx: &Ctx) -> HashTable<K, V> {
+    let b = builder(dev).capacity(capacity).growth(growth);
+    let b = if growth { b } else { b.max_load_factor(1.0) };
+    b.build::<K, V>().unwrap_or_else(|e| panic!("{cx}: build failed: {e}"))
+}
+
+/// `n` fresh keys (absent from `o`) that `route` sends to sub-table `sub`
+/// (a page of a paged table, a shard of a sharded one).
+pub fn keys_routed_to<K: Key, V>(route: impl Fn(K) -> usize, cx: &mut Ctx, sub: usize, n: usize, o: &Oracle<K, V>) -> Vec<K> {
+    let mut out = Vec::with_capacity(n);
+    while out.len() < n {
+        for k in fresh_keys(&mut cx.rng, 4 * n, o, &out) {
+            if route(k) == sub && out.len() < n {
+                out.push(k);
+            }
+        }
+    }
+    out
+}
+
 pub fn fresh_keys<K: Key, V>(rng: &mut Pcg64, n: usize, o: &Oracle<K, V>, avoid: &[K]) -> Vec<K> {
     let avoid: HashSet<K> = avoid.iter().copied().collect();
     let mut seen = HashSet::new();
