@@ -37,6 +37,28 @@ pub struct RawInsert {
     pub failed: Vec<usize>,
 }
 
+/// Stores one out-of-band key's value (`slot`: the key's host-side cell) as
+/// an insert of `mode` would, counting it in `out`. Every backend keeps keys
+/// equal to its slot markers on the host and applies them in batch order
+/// through this one rule.
+pub(crate) fn apply_special<V: Value>(slot: &mut Option<V>, v: V, mode: InsertMode, out: &mut RawInsert) {
+    match (*slot, mode) {
+        (None, _) => {
+            *slot = Some(v);
+            out.inserted += 1;
+        }
+        (Some(_), InsertMode::Assign) => {
+            *slot = Some(v);
+            out.existing += 1;
+        }
+        (Some(_), InsertMode::IfAbsent) => out.existing += 1,
+        (Some(old), InsertMode::Apply(op)) => {
+            *slot = Some(V::reduce(op, old, v));
+            out.existing += 1;
+        }
+    }
+}
+
 /// Table configuration fixed at creation (and kept across rehashes).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Config {

@@ -4,7 +4,7 @@
 //! so a lookup may stop at the first EMPTY slot it meets (see
 //! [`crate::core::probe`] for why).
 
-use super::{prefetch, Placed, Probing, Slots};
+use super::{prefetch, tombstone, Placed, Probing, Slots};
 use crate::core::hash::fibonacci_home;
 use crate::core::layout::{slot_state, SlotState, Word};
 
@@ -105,15 +105,8 @@ impl<Wd: Word> Probing<Wd> for Linear<'_, Wd> {
 
     #[inline(always)]
     fn erase(&self, key: u64) -> bool {
-        let Some((i, mut w)) = self.locate(key) else { return false };
-        loop {
-            match Wd::cas(&self.s.cells[i], w, Wd::TOMBSTONE) {
-                Ok(_) => return true,
-                Err(now) if slot_state(now) == SlotState::Full(key) => w = now,
-                // Erased concurrently by another key of the batch.
-                Err(_) => return false,
-            }
-        }
+        let Some((i, w)) = self.locate(key) else { return false };
+        tombstone(&self.s.cells[i], w, key)
     }
 
     fn displacement(&self, key: u64, slot: usize) -> u64 {

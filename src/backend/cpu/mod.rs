@@ -84,6 +84,22 @@ fn probe_params(config: &Config, slots_per_bucket: usize) -> ProbeParams {
     ProbeParams { buckets, seed: config.seed, limit: config.max_probe_buckets.clamp(1, buckets) }
 }
 
+/// Replaces `key`'s slot `cell`, last seen holding `w`, with a tombstone;
+/// false when another erase of the batch got there first. The walk that
+/// found the slot is the scheme's; this step is the same for all of them.
+#[inline(always)]
+pub(crate) fn tombstone<Wd: Word>(cell: &Wd::Atomic, mut w: Wd, key: u64) -> bool {
+    loop {
+        match Wd::cas(cell, w, Wd::TOMBSTONE) {
+            Ok(_) => return true,
+            // The value changed under us: the key is still there.
+            Err(now) if slot_state(now) == SlotState::Full(key) => w = now,
+            // Erased concurrently by another key of the batch.
+            Err(_) => return false,
+        }
+    }
+}
+
 #[inline(always)]
 pub(crate) fn prefetch<T>(p: *const T) {
     #[cfg(target_arch = "x86_64")]
@@ -360,22 +376,7 @@ impl<K: Key, V: Value> CpuTable<K, V> {
     /// Applies out-of-band keys in batch order, as one thread would.
     fn apply_specials(&mut self, events: &[(usize, usize, u64)], mode: InsertMode, out: &mut RawInsert) {
         for &(_, s, bits) in events {
-            let v = V::from_bits(bits);
-            match (self.specials[s], mode) {
-                (None, _) => {
-                    self.specials[s] = Some(v);
-                    out.inserted += 1;
-                }
-                (Some(_), InsertMode::Assign) => {
-                    self.specials[s] = Some(v);
-                    out.existing += 1;
-                }
-                (Some(_), InsertMode::IfAbsent) => out.existing += 1,
-                (Some(old), InsertMode::Apply(op)) => {
-                    self.specials[s] = Some(V::reduce(op, old, v));
-                    out.existing += 1;
-                }
-            }
+            super::apply_special(&mut self.specials[s], V::from_bits(bits), mode, out);
         }
     }
 }

@@ -20,7 +20,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::{prefetch, Placed, Probing, Slots};
+use super::{prefetch, tombstone, Placed, Probing, Slots};
 use crate::core::layout::{slot_state, SlotState, Word};
 use crate::core::probe::ProbeParams;
 use crate::core::slab::Slabs;
@@ -212,15 +212,8 @@ impl<Wd: Word> Probing<Wd> for SlabList<'_, Wd> {
     }
 
     fn erase(&self, key: u64) -> bool {
-        let Walk::Found(i, mut w) = self.locate(key) else { return false };
-        loop {
-            match Wd::cas(&self.s.cells[i], w, Wd::TOMBSTONE) {
-                Ok(_) => return true,
-                Err(now) if slot_state(now) == SlotState::Full(key) => w = now,
-                // Erased concurrently by another key of the batch.
-                Err(_) => return false,
-            }
-        }
+        let Walk::Found(i, w) = self.locate(key) else { return false };
+        tombstone(&self.s.cells[i], w, key)
     }
 
     /// Slabs past the head of the key's chain.

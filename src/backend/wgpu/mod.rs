@@ -361,21 +361,7 @@ impl<K: Key, V: Value> WgpuTable<K, V> {
     /// Applies out-of-band keys in batch order, as one thread would.
     fn apply_specials(&mut self, events: &[(usize, V)], mode: InsertMode, out: &mut RawInsert) {
         for &(s, v) in events {
-            match (self.specials[s], mode) {
-                (None, _) => {
-                    self.specials[s] = Some(v);
-                    out.inserted += 1;
-                }
-                (Some(_), InsertMode::Assign) => {
-                    self.specials[s] = Some(v);
-                    out.existing += 1;
-                }
-                (Some(_), InsertMode::IfAbsent) => out.existing += 1,
-                (Some(old), InsertMode::Apply(op)) => {
-                    self.specials[s] = Some(V::reduce(op, old, v));
-                    out.existing += 1;
-                }
-            }
+            super::apply_special(&mut self.specials[s], v, mode, out);
         }
     }
 }
