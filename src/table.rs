@@ -143,7 +143,9 @@ impl Builder {
     /// comes from hash bits independent of its place inside the page, and a
     /// page that fills up grows alone. The `HashTable` API is unchanged;
     /// [`HashTable::paged`] reaches the pages and their paging statistics.
-    /// CPU only for now ([`Error::Unsupported`] elsewhere); see
+    /// On CUDA the pages live in pinned host memory and stream through
+    /// device-resident page slots; on the CPU the slots are working copies
+    /// in host memory; other devices return [`Error::Unsupported`]. See
     /// [`crate::routed::paged`].
     ///
     /// ```

@@ -1,7 +1,13 @@
-//! The conformance suite on paged tables over the CPU backend, once per
-//! scheme: every table of every test is split into 8 pages with 2 resident
-//! at a time, so every bulk call brings pages in and evicts others (FIFO
-//! for some schemes, LRU for the others, so both policies run the suite).
+//! The conformance suite on paged tables, once per scheme: every table of
+//! every test is split into 8 pages with 2 (CPU) or 3 (CUDA) resident at a
+//! time, so every bulk call brings pages in and evicts others (FIFO for
+//! some schemes, LRU for the others, so both policies run the suite).
+//!
+//! On the CPU both the plain residency and the pipelined one (write-backs
+//! as soon as a call is done with a page, the next page brought in early)
+//! run; on CUDA pages live in pinned host memory and stream through device
+//! tables, pipelined. Without a CUDA device the CUDA tests print
+//! `skipped: ...` (`GPUHASH_REQUIRE_CUDA=1` makes that a failure).
 
 #[macro_use]
 mod common;
@@ -10,6 +16,10 @@ use gpuhash::{Device, Paging, Residency, Scheme};
 
 const FIFO: Paging = Paging::new(8, 2);
 const LRU: Paging = Paging::new(8, 2).residency(Residency::Lru);
+const FIFO_PIPELINED: Paging = Paging::new(8, 3).pipelined(true);
+const LRU_PIPELINED: Paging = Paging::new(8, 2).residency(Residency::Lru).pipelined(true);
+const CUDA_FIFO: Paging = Paging::new(8, 3);
+const CUDA_LRU: Paging = Paging::new(8, 3).residency(Residency::Lru);
 
 conformance_suite!(paged_linear, Device::Cpu, Scheme::Linear, paged: FIFO);
 conformance_suite!(paged_linear_lru, Device::Cpu, Scheme::Linear, paged: LRU);
@@ -17,3 +27,12 @@ conformance_suite!(paged_hashinator, Device::Cpu, Scheme::Hashinator { team: 8 }
 conformance_suite!(paged_robin_hood, Device::Cpu, Scheme::RobinHood, paged: FIFO);
 conformance_suite!(paged_cuckoo, Device::Cpu, Scheme::Cuckoo, paged: LRU);
 conformance_suite!(paged_two_level, Device::Cpu, Scheme::TwoLevel, paged: FIFO);
+conformance_suite!(paged_linear_pipelined, Device::Cpu, Scheme::Linear, paged: FIFO_PIPELINED);
+conformance_suite!(paged_cuckoo_pipelined, Device::Cpu, Scheme::Cuckoo, paged: LRU_PIPELINED);
+
+conformance_suite!(cuda_paged_linear, Device::Cuda(0), Scheme::Linear, paged: CUDA_FIFO);
+conformance_suite!(cuda_paged_linear_lru, Device::Cuda(0), Scheme::Linear, paged: CUDA_LRU);
+conformance_suite!(cuda_paged_hashinator, Device::Cuda(0), Scheme::Hashinator { team: 8 }, paged: CUDA_FIFO);
+conformance_suite!(cuda_paged_robin_hood, Device::Cuda(0), Scheme::RobinHood, paged: CUDA_LRU);
+conformance_suite!(cuda_paged_cuckoo, Device::Cuda(0), Scheme::Cuckoo, paged: CUDA_FIFO);
+conformance_suite!(cuda_paged_two_level, Device::Cuda(0), Scheme::TwoLevel, paged: CUDA_LRU);

@@ -14,8 +14,21 @@ use rand::seq::SliceRandom;
 
 const SCHEMES: [Scheme; 5] = [Scheme::Linear, Scheme::Hashinator { team: 8 }, Scheme::RobinHood, Scheme::Cuckoo, Scheme::TwoLevel];
 
-fn target(scheme: Scheme, paging: Paging) -> Target {
-    Target::paged(Device::Cpu, scheme, paging)
+/// The CPU, and CUDA device 0 when there is one (else a printed skip, or a
+/// failure under `GPUHASH_REQUIRE_CUDA=1`).
+fn devices() -> Vec<Device> {
+    let mut d = vec![Device::Cpu];
+    if usable(Target::paged(Device::Cuda(0), Scheme::Linear, Paging::new(1, 1))).is_some() {
+        d.push(Device::Cuda(0));
+    }
+    d
+}
+
+/// `paging` on `device`, pipelined only if asked: so the residency
+/// decisions these tests count are the same on every device.
+fn target(device: Device, scheme: Scheme, paging: Paging) -> Target {
+    let paging = if paging.pipeline.is_none() { paging.pipelined(false) } else { paging };
+    Target::paged(device, scheme, paging)
 }
 
 /// `n` fresh in-slot keys that route to `page`.
@@ -26,85 +39,91 @@ fn keys_in_page<K: Key, V: TestValue>(t: &HashTable<K, V>, cx: &mut Ctx, page: u
 
 #[test]
 fn results_come_back_in_the_callers_order() {
-    for scheme in SCHEMES {
-        let dev = target(scheme, Paging::new(7, 3));
-        let mut cx = Ctx::new::<u64, u32>("results_in_callers_order", dev);
-        let mut t = build_table::<u64, u32>(dev, 1 << 12, true, &cx);
-        let mut o = Oracle::new();
-        let mut universe = distinct_keys::<u64>(&mut cx.rng, 20_000);
-        universe.extend(edge_keys::<u64>());
-        for round in 0..6 {
-            cx.phase = format!("round {round}");
-            // Shuffled, with duplicates and out-of-band keys, every flavour.
-            let keys = with_duplicates(&mut cx.rng, &universe[..(round + 1) * 3000], 2000);
-            let vals = num_values::<u32>(&mut cx.rng, keys.len());
-            let op = [Op::Assign, Op::Apply(Reduce::Sum), Op::IfAbsent][round % 3];
-            insert(&mut t, &mut o, op, &keys, &vals, &cx);
-            let mut probe = sample(&mut cx.rng, &universe, 5000);
-            probe.shuffle(&mut cx.rng);
-            check_find(&t, &o, &probe, &cx);
-            let gone = sample(&mut cx.rng, &universe, 1500);
-            erase(&mut t, &mut o, &gone, &cx);
-        }
-        check_table(&t, &o, &cx);
-        let p = t.paged().unwrap();
-        let per_page = p.page_len();
-        assert_eq!(per_page.iter().sum::<u64>(), t.len(), "{cx}: page counts sum to len");
-        let mean = t.len() as f64 / 7.0;
-        for (i, n) in per_page.iter().enumerate() {
-            assert!((*n as f64 - mean).abs() < 0.1 * mean, "{cx}: page {i} holds {n} keys, mean {mean:.0}");
+    for device in devices() {
+        for scheme in SCHEMES {
+            let dev = target(device, scheme, Paging::new(7, 3));
+            let mut cx = Ctx::new::<u64, u32>("results_in_callers_order", dev);
+            let mut t = build_table::<u64, u32>(dev, 1 << 12, true, &cx);
+            let mut o = Oracle::new();
+            let mut universe = distinct_keys::<u64>(&mut cx.rng, 20_000);
+            universe.extend(edge_keys::<u64>());
+            for round in 0..6 {
+                cx.phase = format!("round {round}");
+                // Shuffled, with duplicates and out-of-band keys, every flavour.
+                let keys = with_duplicates(&mut cx.rng, &universe[..(round + 1) * 3000], 2000);
+                let vals = num_values::<u32>(&mut cx.rng, keys.len());
+                let op = [Op::Assign, Op::Apply(Reduce::Sum), Op::IfAbsent][round % 3];
+                insert(&mut t, &mut o, op, &keys, &vals, &cx);
+                let mut probe = sample(&mut cx.rng, &universe, 5000);
+                probe.shuffle(&mut cx.rng);
+                check_find(&t, &o, &probe, &cx);
+                let gone = sample(&mut cx.rng, &universe, 1500);
+                erase(&mut t, &mut o, &gone, &cx);
+            }
+            check_table(&t, &o, &cx);
+            let p = t.paged().unwrap();
+            let per_page = p.page_len();
+            assert_eq!(per_page.iter().sum::<u64>(), t.len(), "{cx}: page counts sum to len");
+            let mean = t.len() as f64 / 7.0;
+            for (i, n) in per_page.iter().enumerate() {
+                assert!((*n as f64 - mean).abs() < 0.1 * mean, "{cx}: page {i} holds {n} keys, mean {mean:.0}");
+            }
         }
     }
 }
 
 #[test]
 fn refused_positions_are_exact_per_page() {
-    // Growth off, linear probing covering each page: exactly the keys
-    // beyond a page's free slots are refused, at their caller positions,
-    // even while other pages have room.
-    let dev = target(Scheme::Linear, Paging::new(4, 1));
-    let mut cx = Ctx::new::<u32, u32>("refused_positions_exact", dev);
-    let mut t = build_table::<u32, u32>(dev, 4 * 256, false, &cx);
-    let mut o = Oracle::new();
-    let page_slots = t.paged().unwrap().page_slots();
-    assert_eq!(page_slots, vec![256; 4], "{cx}: page sizes");
-    // Page 2 gets 300 keys, the others 100 each, all in one shuffled batch.
-    let mut keys = keys_in_page(&t, &mut cx, 2, 300, &o);
-    for page in [0, 1, 3] {
-        keys.extend(keys_in_page(&t, &mut cx, page, 100, &o));
+    for device in devices() {
+        // Growth off, linear probing covering each page: exactly the keys
+        // beyond a page's free slots are refused, at their caller positions,
+        // even while other pages have room.
+        let dev = target(device, Scheme::Linear, Paging::new(4, 1));
+        let mut cx = Ctx::new::<u32, u32>("refused_positions_exact", dev);
+        let mut t = build_table::<u32, u32>(dev, 4 * 256, false, &cx);
+        let mut o = Oracle::new();
+        let page_slots = t.paged().unwrap().page_slots();
+        assert_eq!(page_slots, vec![256; 4], "{cx}: page sizes");
+        // Page 2 gets 300 keys, the others 100 each, all in one shuffled batch.
+        let mut keys = keys_in_page(&t, &mut cx, 2, 300, &o);
+        for page in [0, 1, 3] {
+            keys.extend(keys_in_page(&t, &mut cx, page, 100, &o));
+        }
+        keys.shuffle(&mut cx.rng);
+        let vals = any_values::<u32>(&mut cx.rng, keys.len());
+        let failed = insert(&mut t, &mut o, Op::Assign, &keys, &vals, &cx);
+        assert_eq!(failed.len(), 44, "{cx}: refused");
+        let p = t.paged().unwrap();
+        assert!(failed.iter().all(|&i| p.page_of(keys[i]) == 2), "{cx}: a refusal outside the full page");
+        assert_eq!(p.page_len(), vec![100, 100, 256, 100], "{cx}: page counts");
+        check_table(&t, &o, &cx);
     }
-    keys.shuffle(&mut cx.rng);
-    let vals = any_values::<u32>(&mut cx.rng, keys.len());
-    let failed = insert(&mut t, &mut o, Op::Assign, &keys, &vals, &cx);
-    assert_eq!(failed.len(), 44, "{cx}: refused");
-    let p = t.paged().unwrap();
-    assert!(failed.iter().all(|&i| p.page_of(keys[i]) == 2), "{cx}: a refusal outside the full page");
-    assert_eq!(p.page_len(), vec![100, 100, 256, 100], "{cx}: page counts");
-    check_table(&t, &o, &cx);
 }
 
 #[test]
 fn resident_pages_are_served_first() {
-    let dev = target(Scheme::Linear, Paging::new(4, 2));
-    let mut cx = Ctx::new::<u32, u32>("resident_served_first", dev);
-    let mut t = build_table::<u32, u32>(dev, 4 * 512, true, &cx);
-    let mut o = Oracle::new();
-    let by_page: Vec<Vec<u32>> = (0..4).map(|p| keys_in_page(&t, &mut cx, p, 50, &o)).collect();
-    let all: Vec<u32> = by_page.concat();
-    let vals = any_values::<u32>(&mut cx.rng, all.len());
-    insert(&mut t, &mut o, Op::Assign, &all, &vals, &cx);
-    // Pages were visited 0, 1, 2, 3: the last two are resident.
-    let p = t.paged().unwrap();
-    let mut resident: Vec<usize> = p.resident().into_iter().flatten().collect();
-    resident.sort_unstable();
-    assert_eq!(resident, vec![2, 3], "{cx}: resident after the first batch");
-    // A batch touching every page brings in only the two that are not
-    // resident: the resident ones are served before they could be evicted.
-    let before = p.stats();
-    check_find(&t, &o, &all, &cx);
-    let p = t.paged().unwrap();
-    // check_find makes four calls (find, find_into, contains, contains_into).
-    assert_eq!(p.stats().page_ins - before.page_ins, 4 * 2, "{cx}: page-ins for four lookups of all pages");
+    for device in devices() {
+        let dev = target(device, Scheme::Linear, Paging::new(4, 2));
+        let mut cx = Ctx::new::<u32, u32>("resident_served_first", dev);
+        let mut t = build_table::<u32, u32>(dev, 4 * 512, true, &cx);
+        let mut o = Oracle::new();
+        let by_page: Vec<Vec<u32>> = (0..4).map(|p| keys_in_page(&t, &mut cx, p, 50, &o)).collect();
+        let all: Vec<u32> = by_page.concat();
+        let vals = any_values::<u32>(&mut cx.rng, all.len());
+        insert(&mut t, &mut o, Op::Assign, &all, &vals, &cx);
+        // Pages were visited 0, 1, 2, 3: the last two are resident.
+        let p = t.paged().unwrap();
+        let mut resident: Vec<usize> = p.resident().into_iter().flatten().collect();
+        resident.sort_unstable();
+        assert_eq!(resident, vec![2, 3], "{cx}: resident after the first batch");
+        // A batch touching every page brings in only the two that are not
+        // resident: the resident ones are served before they could be evicted.
+        let before = p.stats();
+        check_find(&t, &o, &all, &cx);
+        let p = t.paged().unwrap();
+        // check_find makes four calls (find, find_into, contains, contains_into).
+        assert_eq!(p.stats().page_ins - before.page_ins, 4 * 2, "{cx}: page-ins for four lookups of all pages");
+    }
 }
 
 /// Brings the pages in as `seq` says, one lookup each, and returns which
@@ -120,62 +139,66 @@ fn touch(t: &HashTable<u32, u32>, by_page: &[Vec<u32>], seq: &[usize]) -> Vec<us
 
 #[test]
 fn fifo_and_lru_evict_different_pages() {
-    for (residency, expect) in [(Residency::Fifo, vec![1, 2]), (Residency::Lru, vec![0, 2])] {
-        let dev = target(Scheme::Linear, Paging::new(4, 2).residency(residency));
-        let mut cx = Ctx::new::<u32, u32>("fifo_and_lru", dev);
-        let t = build_table::<u32, u32>(dev, 4 * 64, true, &cx);
-        let o = Oracle::new();
-        let by_page: Vec<Vec<u32>> = (0..4).map(|p| keys_in_page(&t, &mut cx, p, 1, &o)).collect();
-        // 0 and 1 come in; 0 is used again; 2 needs a slot: FIFO evicts 0
-        // (in first), LRU evicts 1 (used last longest ago).
-        assert_eq!(touch(&t, &by_page, &[0, 1]), vec![0, 1], "{cx}");
-        assert_eq!(touch(&t, &by_page, &[0, 2]), expect, "{cx}: {residency:?}");
-        let s = t.paged().unwrap().stats();
-        assert_eq!((s.page_ins, s.evictions, s.write_backs), (3, 1, 0), "{cx}: {s:?}");
+    for device in devices() {
+        for (residency, expect) in [(Residency::Fifo, vec![1, 2]), (Residency::Lru, vec![0, 2])] {
+            let dev = target(device, Scheme::Linear, Paging::new(4, 2).residency(residency));
+            let mut cx = Ctx::new::<u32, u32>("fifo_and_lru", dev);
+            let t = build_table::<u32, u32>(dev, 4 * 64, true, &cx);
+            let o = Oracle::new();
+            let by_page: Vec<Vec<u32>> = (0..4).map(|p| keys_in_page(&t, &mut cx, p, 1, &o)).collect();
+            // 0 and 1 come in; 0 is used again; 2 needs a slot: FIFO evicts 0
+            // (in first), LRU evicts 1 (used last longest ago).
+            assert_eq!(touch(&t, &by_page, &[0, 1]), vec![0, 1], "{cx}");
+            assert_eq!(touch(&t, &by_page, &[0, 2]), expect, "{cx}: {residency:?}");
+            let s = t.paged().unwrap().stats();
+            assert_eq!((s.page_ins, s.evictions, s.write_backs), (3, 1, 0), "{cx}: {s:?}");
+        }
     }
 }
 
 #[test]
 fn only_dirty_pages_are_written_back() {
-    let dev = target(Scheme::RobinHood, Paging::new(4, 1));
-    let mut cx = Ctx::new::<u64, u64>("dirty_write_back", dev);
-    let mut t = build_table::<u64, u64>(dev, 4 * 256, true, &cx);
-    let mut o = Oracle::new();
-    let by_page: Vec<Vec<u64>> = (0..4).map(|p| keys_in_page(&t, &mut cx, p, 20, &o)).collect();
-    let stats = |t: &HashTable<u64, u64>| t.paged().unwrap().stats();
+    for device in devices() {
+        let dev = target(device, Scheme::RobinHood, Paging::new(4, 1));
+        let mut cx = Ctx::new::<u64, u64>("dirty_write_back", dev);
+        let mut t = build_table::<u64, u64>(dev, 4 * 256, true, &cx);
+        let mut o = Oracle::new();
+        let by_page: Vec<Vec<u64>> = (0..4).map(|p| keys_in_page(&t, &mut cx, p, 20, &o)).collect();
+        let stats = |t: &HashTable<u64, u64>| t.paged().unwrap().stats();
 
-    // Filling every page dirties each; with one slot, each is written back
-    // when the next comes in (the last stays resident, dirty).
-    let all = by_page.concat();
-    let vals = any_values::<u64>(&mut cx.rng, all.len());
-    insert(&mut t, &mut o, Op::Assign, &all, &vals, &cx);
-    let s = stats(&t);
-    assert_eq!((s.page_ins, s.write_backs), (4, 3), "{cx}: {s:?}");
+        // Filling every page dirties each; with one slot, each is written back
+        // when the next comes in (the last stays resident, dirty).
+        let all = by_page.concat();
+        let vals = any_values::<u64>(&mut cx.rng, all.len());
+        insert(&mut t, &mut o, Op::Assign, &all, &vals, &cx);
+        let s = stats(&t);
+        assert_eq!((s.page_ins, s.write_backs), (4, 3), "{cx}: {s:?}");
 
-    // Lookups cycle the pages through the slot: only page 3 (dirty) is written back.
-    cx.phase = "lookups".into();
-    check_find(&t, &o, &all, &cx);
-    let s2 = stats(&t);
-    assert_eq!(s2.write_backs, s.write_backs + 1, "{cx}: {s2:?}");
-    assert!(s2.evictions >= s.evictions + 4, "{cx}: {s2:?}");
+        // Lookups cycle the pages through the slot: only page 3 (dirty) is written back.
+        cx.phase = "lookups".into();
+        check_find(&t, &o, &all, &cx);
+        let s2 = stats(&t);
+        assert_eq!(s2.write_backs, s.write_backs + 1, "{cx}: {s2:?}");
+        assert!(s2.evictions >= s.evictions + 4, "{cx}: {s2:?}");
 
-    // Changes that change nothing leave pages clean: erasing absent keys,
-    // insert-if-absent of present keys.
-    cx.phase = "no-op changes".into();
-    let absent = keys_in_page(&t, &mut cx, 0, 10, &o);
-    erase(&mut t, &mut o, &absent, &cx);
-    let vals = any_values::<u64>(&mut cx.rng, by_page[1].len());
-    insert(&mut t, &mut o, Op::IfAbsent, &by_page[1], &vals, &cx);
-    touch_all(&t, &by_page);
-    assert_eq!(stats(&t).write_backs, s2.write_backs, "{cx}: {:?}", stats(&t));
+        // Changes that change nothing leave pages clean: erasing absent keys,
+        // insert-if-absent of present keys.
+        cx.phase = "no-op changes".into();
+        let absent = keys_in_page(&t, &mut cx, 0, 10, &o);
+        erase(&mut t, &mut o, &absent, &cx);
+        let vals = any_values::<u64>(&mut cx.rng, by_page[1].len());
+        insert(&mut t, &mut o, Op::IfAbsent, &by_page[1], &vals, &cx);
+        touch_all(&t, &by_page);
+        assert_eq!(stats(&t).write_backs, s2.write_backs, "{cx}: {:?}", stats(&t));
 
-    // A real change to page 1 is written back once, and survives it.
-    cx.phase = "assign to page 1".into();
-    let vals = any_values::<u64>(&mut cx.rng, by_page[1].len());
-    insert(&mut t, &mut o, Op::Assign, &by_page[1], &vals, &cx);
-    touch_all(&t, &by_page);
-    assert_eq!(stats(&t).write_backs, s2.write_backs + 1, "{cx}: {:?}", stats(&t));
-    check_table(&t, &o, &cx);
+        // A real change to page 1 is written back once, and survives it.
+        cx.phase = "assign to page 1".into();
+        let vals = any_values::<u64>(&mut cx.rng, by_page[1].len());
+        insert(&mut t, &mut o, Op::Assign, &by_page[1], &vals, &cx);
+        touch_all(&t, &by_page);
+        assert_eq!(stats(&t).write_backs, s2.write_backs + 1, "{cx}: {:?}", stats(&t));
+        check_table(&t, &o, &cx);
+    }
 }
 
 fn touch_all(t: &HashTable<u64, u64>, by_page: &[Vec<u64>]) {
@@ -186,41 +209,56 @@ fn touch_all(t: &HashTable<u64, u64>, by_page: &[Vec<u64>]) {
 
 #[test]
 fn a_full_page_grows_alone() {
-    for scheme in SCHEMES {
-        let dev = target(scheme, Paging::new(8, 2));
-        let mut cx = Ctx::new::<u32, f64>("full_page_grows_alone", dev);
-        let mut t = build_table::<u32, f64>(dev, 8 * 256, true, &cx);
-        let mut o = Oracle::new();
-        let before = t.paged().unwrap().page_slots();
-        // Ten times a page's slots, all to page 5.
-        let keys = keys_in_page(&t, &mut cx, 5, 10 * before[5] as usize, &o);
-        let vals = num_values::<f64>(&mut cx.rng, keys.len());
-        insert(&mut t, &mut o, Op::Assign, &keys, &vals, &cx);
-        let p = t.paged().unwrap();
-        let after = p.page_slots();
-        for i in 0..8 {
-            if i == 5 {
-                assert!(after[i] as f64 * t.max_load_factor() >= keys.len() as f64, "{cx}: page 5 has {} slots", after[i]);
-            } else {
-                assert_eq!(after[i], before[i], "{cx}: page {i} changed size");
+    for device in devices() {
+        for scheme in SCHEMES {
+            let dev = target(device, scheme, Paging::new(8, 2));
+            let mut cx = Ctx::new::<u32, f64>("full_page_grows_alone", dev);
+            let mut t = build_table::<u32, f64>(dev, 8 * 256, true, &cx);
+            let mut o = Oracle::new();
+            let before = t.paged().unwrap().page_slots();
+            // Ten times a page's slots, all to page 5.
+            let keys = keys_in_page(&t, &mut cx, 5, 10 * before[5] as usize, &o);
+            let vals = num_values::<f64>(&mut cx.rng, keys.len());
+            insert(&mut t, &mut o, Op::Assign, &keys, &vals, &cx);
+            let p = t.paged().unwrap();
+            let after = p.page_slots();
+            for i in 0..8 {
+                if i == 5 {
+                    assert!(after[i] as f64 * t.max_load_factor() >= keys.len() as f64, "{cx}: page 5 has {} slots", after[i]);
+                } else {
+                    assert_eq!(after[i], before[i], "{cx}: page {i} changed size");
+                }
             }
+            assert!(p.stats().pages_resized >= 1, "{cx}: {:?}", p.stats());
+            assert!(t.load_factor() <= t.max_load_factor(), "{cx}");
+            check_table(&t, &o, &cx);
         }
-        assert!(p.stats().pages_resized >= 1, "{cx}: {:?}", p.stats());
-        assert!(t.load_factor() <= t.max_load_factor(), "{cx}");
-        check_table(&t, &o, &cx);
     }
 }
 
 #[test]
 fn build_reports_a_failed_allocation() {
-    let guard = fault::fail_allocations(5, 1);
-    let r = HashTable::<u32, u32>::builder().capacity(1 << 12).paged(Paging::new(8, 2)).build::<u32, u32>();
-    assert!(matches!(r, Err(Error::OutOfMemory { .. })), "{r:?}");
-    assert_eq!(guard.injected(), 1);
-    let bad = HashTable::<u32, u32>::builder().paged(Paging::new(4, 5)).build::<u32, u32>();
-    assert!(matches!(bad, Err(Error::Unsupported(_))), "{bad:?}");
-    let bad = HashTable::<u32, u32>::builder().paged(Paging::new(0, 0)).build::<u32, u32>();
-    assert!(matches!(bad, Err(Error::Unsupported(_))), "{bad:?}");
+    for device in devices() {
+        let guard = fault::fail_allocations(5, 1);
+        let r = HashTable::<u32, u32>::builder().device(device).capacity(1 << 12).paged(Paging::new(8, 2)).build::<u32, u32>();
+        assert!(matches!(r, Err(Error::OutOfMemory { .. })), "{r:?}");
+        assert_eq!(guard.injected(), 1);
+        let bad = HashTable::<u32, u32>::builder().device(device).paged(Paging::new(4, 5)).build::<u32, u32>();
+        assert!(matches!(bad, Err(Error::Unsupported(_))), "{bad:?}");
+        let bad = HashTable::<u32, u32>::builder().device(device).paged(Paging::new(0, 0)).build::<u32, u32>();
+        assert!(matches!(bad, Err(Error::Unsupported(_))), "{bad:?}");
+        if device != Device::Cpu {
+            // A page's third allocation point is its page-locking: a
+            // refusal names pinned host memory.
+            let guard = fault::fail_allocations(2, 1);
+            let r = HashTable::<u32, u32>::builder().device(device).capacity(1 << 12).paged(Paging::new(4, 2)).build::<u32, u32>();
+            assert_eq!(guard.injected(), 1);
+            match r {
+                Err(Error::OutOfMemory { device: what, .. }) => assert!(what.contains("pinned"), "{what}"),
+                other => panic!("expected a pinned-memory error, got {:?}", other.err()),
+            }
+        }
+    }
 }
 
 /// Every allocation of an insert whose pages grow (page rebuilds, working
@@ -229,82 +267,86 @@ fn build_reports_a_failed_allocation() {
 /// not store). The table always equals the oracle afterwards.
 #[test]
 fn faults_while_pages_grow_lose_nothing() {
-    let mut injected = 0;
-    for scheme in SCHEMES {
-        for (count, residency) in [(1, Residency::Fifo), (u64::MAX, Residency::Lru)] {
-            let dev = target(scheme, Paging::new(4, 2).residency(residency));
-            let mut cx = Ctx::new::<u64, u64>("faults_while_pages_grow", dev);
-            let base = distinct_keys::<u64>(&mut cx.rng, 400);
-            let batch = {
-                let mut b = distinct_keys::<u64>(&mut cx.rng, 3000);
-                b.extend(edge_keys::<u64>());
-                b.extend_from_slice(&base[..100]);
-                b.shuffle(&mut cx.rng);
-                b
-            };
-            let (mut skip, mut partial, mut nothing) = (0, 0, 0);
-            loop {
-                cx.phase = format!("allocation {skip} failing, count {count}");
-                let mut t = build_table::<u64, u64>(dev, 4 * 128, true, &cx);
-                let mut o = Oracle::new();
-                let vals = num_values::<u64>(&mut cx.rng, base.len());
-                insert(&mut t, &mut o, Op::Assign, &base, &vals, &cx);
-                let vals = num_values::<u64>(&mut cx.rng, batch.len());
-                let guard = fault::fail_allocations(skip, count);
-                let r = try_insert(&mut t, &mut o, Op::Apply(Reduce::Sum), &batch, &vals, &cx);
-                let hit = guard.injected();
-                drop(guard);
-                match r {
-                    // One failure: a page whose rebuild failed was redone
-                    // alone, a page without a working copy served in host
-                    // memory; the call stores everything.
-                    Ok(failed) if count == 1 => assert!(failed.is_empty(), "{cx}: {} positions not stored", failed.len()),
-                    Ok(failed) => partial += !failed.is_empty() as u32,
-                    Err(Error::OutOfMemory { .. }) if count > 1 => nothing += 1,
-                    Err(e) => panic!("{cx}: unexpected {e}"),
+    for device in devices() {
+        let mut injected = 0;
+        for scheme in SCHEMES {
+            for (count, residency) in [(1, Residency::Fifo), (u64::MAX, Residency::Lru)] {
+                let dev = target(device, scheme, Paging::new(4, 2).residency(residency));
+                let mut cx = Ctx::new::<u64, u64>("faults_while_pages_grow", dev);
+                let base = distinct_keys::<u64>(&mut cx.rng, 400);
+                let batch = {
+                    let mut b = distinct_keys::<u64>(&mut cx.rng, 3000);
+                    b.extend(edge_keys::<u64>());
+                    b.extend_from_slice(&base[..100]);
+                    b.shuffle(&mut cx.rng);
+                    b
+                };
+                let (mut skip, mut partial, mut nothing) = (0, 0, 0);
+                loop {
+                    cx.phase = format!("allocation {skip} failing, count {count}");
+                    let mut t = build_table::<u64, u64>(dev, 4 * 128, true, &cx);
+                    let mut o = Oracle::new();
+                    let vals = num_values::<u64>(&mut cx.rng, base.len());
+                    insert(&mut t, &mut o, Op::Assign, &base, &vals, &cx);
+                    let vals = num_values::<u64>(&mut cx.rng, batch.len());
+                    let guard = fault::fail_allocations(skip, count);
+                    let r = try_insert(&mut t, &mut o, Op::Apply(Reduce::Sum), &batch, &vals, &cx);
+                    let hit = guard.injected();
+                    drop(guard);
+                    match r {
+                        // One failure: a page whose rebuild failed was redone
+                        // alone, a page without a working copy served in host
+                        // memory; the call stores everything.
+                        Ok(failed) if count == 1 => assert!(failed.is_empty(), "{cx}: {} positions not stored", failed.len()),
+                        Ok(failed) => partial += !failed.is_empty() as u32,
+                        Err(Error::OutOfMemory { .. }) if count > 1 => nothing += 1,
+                        Err(e) => panic!("{cx}: unexpected {e}"),
+                    }
+                    check_table(&t, &o, &cx);
+                    // The table takes further inserts.
+                    let more = fresh_keys(&mut cx.rng, 500, &o, &[]);
+                    let vals = num_values::<u64>(&mut cx.rng, more.len());
+                    let failed = insert(&mut t, &mut o, Op::Assign, &more, &vals, &cx);
+                    assert!(failed.is_empty(), "{cx}: {} refused after the fault", failed.len());
+                    check_table(&t, &o, &cx);
+                    if hit == 0 {
+                        break;
+                    }
+                    injected += hit;
+                    skip += 1;
                 }
-                check_table(&t, &o, &cx);
-                // The table takes further inserts.
-                let more = fresh_keys(&mut cx.rng, 500, &o, &[]);
-                let vals = num_values::<u64>(&mut cx.rng, more.len());
-                let failed = insert(&mut t, &mut o, Op::Assign, &more, &vals, &cx);
-                assert!(failed.is_empty(), "{cx}: {} refused after the fault", failed.len());
-                check_table(&t, &o, &cx);
-                if hit == 0 {
-                    break;
+                assert!(skip >= 3, "{cx}: only {skip} allocations in an insert that grows pages");
+                if count > 1 {
+                    // Pages that could not grow leave part of the batch unstored.
+                    assert!(partial > 0, "{cx}: {partial} partial and {nothing} empty outcomes");
                 }
-                injected += hit;
-                skip += 1;
+                println!("{dev}, count {count}: {skip} allocation points, {partial} GrowthFailed, {nothing} OutOfMemory");
             }
-            assert!(skip >= 3, "{cx}: only {skip} allocations in an insert that grows pages");
-            if count > 1 {
-                // Pages that could not grow leave part of the batch unstored.
-                assert!(partial > 0, "{cx}: {partial} partial and {nothing} empty outcomes");
-            }
-            println!("{dev}, count {count}: {skip} allocation points, {partial} GrowthFailed, {nothing} OutOfMemory");
         }
+        println!("faults paged: {injected} injected, all survived");
     }
-    println!("faults paged: {injected} injected, all survived");
 }
 
 /// Lookups and erases whose working copies find no memory are served from
 /// the host pages.
 #[test]
 fn pages_without_memory_for_a_copy_are_served_in_host_memory() {
-    let dev = target(Scheme::Cuckoo, Paging::new(4, 1));
-    let mut cx = Ctx::new::<u32, i64>("served_in_host", dev);
-    let mut t = build_table::<u32, i64>(dev, 1 << 12, true, &cx);
-    let mut o = Oracle::new();
-    let keys = distinct_keys::<u32>(&mut cx.rng, 2000);
-    let vals = num_values::<i64>(&mut cx.rng, keys.len());
-    insert(&mut t, &mut o, Op::Assign, &keys, &vals, &cx);
-    let guard = fault::fail_allocations(0, u64::MAX);
-    check_find(&t, &o, &keys, &cx);
-    erase(&mut t, &mut o, &keys[..500], &cx);
-    let vals = num_values::<i64>(&mut cx.rng, 1000);
-    insert(&mut t, &mut o, Op::Apply(Reduce::Max), &keys[..1000], &vals, &cx);
-    assert!(guard.injected() > 0, "{cx}: no allocation was tried");
-    drop(guard);
-    assert!(t.paged().unwrap().stats().served_in_host > 0, "{cx}");
-    check_table(&t, &o, &cx);
+    for device in devices() {
+        let dev = target(device, Scheme::Cuckoo, Paging::new(4, 1));
+        let mut cx = Ctx::new::<u32, i64>("served_in_host", dev);
+        let mut t = build_table::<u32, i64>(dev, 1 << 12, true, &cx);
+        let mut o = Oracle::new();
+        let keys = distinct_keys::<u32>(&mut cx.rng, 2000);
+        let vals = num_values::<i64>(&mut cx.rng, keys.len());
+        insert(&mut t, &mut o, Op::Assign, &keys, &vals, &cx);
+        let guard = fault::fail_allocations(0, u64::MAX);
+        check_find(&t, &o, &keys, &cx);
+        erase(&mut t, &mut o, &keys[..500], &cx);
+        let vals = num_values::<i64>(&mut cx.rng, 1000);
+        insert(&mut t, &mut o, Op::Apply(Reduce::Max), &keys[..1000], &vals, &cx);
+        assert!(guard.injected() > 0, "{cx}: no allocation was tried");
+        drop(guard);
+        assert!(t.paged().unwrap().stats().served_in_host > 0, "{cx}");
+        check_table(&t, &o, &cx);
+    }
 }

@@ -33,6 +33,8 @@
 pub mod paged;
 pub mod sharded;
 
+use rayon::prelude::*;
+
 use crate::backend::{Backend, InsertMode, RawInsert};
 use crate::core::hash;
 use crate::core::keys::{Key, Value};
@@ -75,24 +77,66 @@ pub struct Partition {
     starts: Vec<usize>,
 }
 
+/// Keys per parallel task of the partition; smaller batches run on the
+/// calling thread.
+const PART_CHUNK: usize = 1 << 16;
+
+/// A raw pointer that tasks writing disjoint positions may share.
+#[derive(Clone, Copy)]
+struct Disjoint<T>(*mut T);
+// Safety: every user writes positions no other task writes (see the callers).
+unsafe impl<T: Send> Send for Disjoint<T> {}
+unsafe impl<T: Send> Sync for Disjoint<T> {}
+
 impl Partition {
-    /// Splits `keys` by `router`.
+    /// Splits `keys` by `router`: a stable counting sort, in parallel over
+    /// chunks of the batch (each chunk scatters into its own ranges).
     pub fn new<K: Key>(router: &Router, keys: &[K]) -> Partition {
         let n = router.count();
-        let subs: Vec<u32> = keys.iter().map(|k| router.route(k.to_u64()) as u32).collect();
+        let subs: Vec<u32> = keys.par_iter().with_min_len(PART_CHUNK).map(|k| router.route(k.to_u64()) as u32).collect();
+        let hists: Vec<Vec<usize>> = subs
+            .par_chunks(PART_CHUNK)
+            .map(|c| {
+                let mut h = vec![0usize; n];
+                for &s in c {
+                    h[s as usize] += 1;
+                }
+                h
+            })
+            .collect();
         let mut starts = vec![0usize; n + 1];
-        for &s in &subs {
-            starts[s as usize + 1] += 1;
+        for h in &hists {
+            for (i, &c) in h.iter().enumerate() {
+                starts[i + 1] += c;
+            }
         }
         for i in 0..n {
             starts[i + 1] += starts[i];
         }
-        let mut next = starts.clone();
+        // Each chunk's first position in each sub-table's range.
+        let mut next = starts[..n].to_vec();
+        let firsts: Vec<Vec<usize>> = hists
+            .iter()
+            .map(|h| {
+                let f = next.clone();
+                for (x, &c) in next.iter_mut().zip(h) {
+                    *x += c;
+                }
+                f
+            })
+            .collect();
         let mut order = vec![0usize; keys.len()];
-        for (pos, &s) in subs.iter().enumerate() {
-            order[next[s as usize]] = pos;
-            next[s as usize] += 1;
-        }
+        let out = Disjoint(order.as_mut_ptr());
+        subs.par_chunks(PART_CHUNK).zip(firsts).enumerate().for_each(|(c, (chunk, mut at))| {
+            let out = out;
+            for (j, &s) in chunk.iter().enumerate() {
+                // Safety: chunk `c` writes exactly its own counted slots of
+                // each sub-table's range (disjoint from every other chunk's),
+                // all below `keys.len()`.
+                unsafe { *out.0.add(at[s as usize]) = c * PART_CHUNK + j };
+                at[s as usize] += 1;
+            }
+        });
         Partition { order, starts }
     }
 
@@ -107,16 +151,21 @@ impl Partition {
     }
 
     /// The items of `src` at sub-table `sub`'s positions, in batch order.
-    pub fn gather<T: Copy>(&self, sub: usize, src: &[T]) -> Vec<T> {
-        self.positions(sub).iter().map(|&p| src[p]).collect()
+    pub fn gather<T: Copy + Send + Sync>(&self, sub: usize, src: &[T]) -> Vec<T> {
+        self.positions(sub).par_iter().with_min_len(PART_CHUNK).map(|&p| src[p]).collect()
     }
 
     /// Writes `part` (sub-table `sub`'s results, in its order) back to the
     /// caller's positions in `dst`.
-    pub fn scatter<T: Copy>(&self, sub: usize, part: &[T], dst: &mut [T]) {
-        for (&p, &x) in self.positions(sub).iter().zip(part) {
-            dst[p] = x;
-        }
+    pub fn scatter<T: Copy + Send + Sync>(&self, sub: usize, part: &[T], dst: &mut [T]) {
+        let pos = self.positions(sub);
+        assert!(part.len() >= pos.len() && pos.iter().all(|&p| p < dst.len()));
+        let out = Disjoint(dst.as_mut_ptr());
+        pos.par_iter().with_min_len(PART_CHUNK).zip(part).for_each(|(&p, &x)| {
+            let out = out;
+            // Safety: positions are distinct (a partition) and checked in bounds above.
+            unsafe { *out.0.add(p) = x };
+        });
     }
 }
 
@@ -125,7 +174,7 @@ pub(crate) trait SubTables<K: Key, V: Value> {
     /// The router of the table.
     fn router(&self) -> Router;
     /// The order in which to work on `subs` (ascending, each once).
-    fn visit_order(&self, subs: Vec<usize>) -> Vec<usize>;
+    fn visit_order(&mut self, subs: Vec<usize>) -> Vec<usize>;
     /// Runs `f` on sub-table `i` wherever it is worked on (a paged table
     /// brings the page in first). `f` returns its result and whether it
     /// changed the sub-table; a sub-table `f` changes is written back

@@ -20,14 +20,27 @@
 //! ([`Residency::Fifo`], as Starfish, or [`Residency::Lru`]). An evicted
 //! page is written back only if it changed while resident.
 //!
+//! **On CUDA** each host page is a CPU table whose cells are page-locked
+//! (registered with the driver), and a resident slot is a CUDA table of the
+//! same scheme: a page moves between them as raw bytes, one asynchronous
+//! copy on the resident table's stream, so the next operation's kernels
+//! follow the upload on that stream while other slots compute or copy. Bulk
+//! calls are pipelined by default ([`Paging::pipelined`]): the next page's
+//! upload is enqueued before the current page is worked on, and a page the
+//! call is done with is written back at once (its download overlaps the
+//! next page's upload and kernels) when the rest of the call needs its slot.
+//! A host page waits for a download still in flight before any use. A page
+//! that cannot be page-locked is an error when the table is built
+//! ([`crate::Error::OutOfMemory`] naming pinned host memory).
+//!
 //! **On the CPU** the host pages are CPU tables and a resident slot holds a
 //! working copy of its page, also in host memory: the copies, evictions and
 //! write-backs are real (a dirty page that were not written back would lose
-//! its changes), so the residency logic the CUDA streaming path will reuse
-//! is the one the conformance suite checks. Should a working copy find no
-//! memory, the operation works on the page where it lies in host memory
-//! instead ([`PagingStats::served_in_host`]), so bringing a page in never
-//! fails a call.
+//! its changes), so the residency logic the CUDA path shares is the one
+//! the conformance suite checks on every machine. Should a working copy
+//! find no memory (on either device), the operation works on the page where
+//! it lies in host memory instead ([`PagingStats::served_in_host`]), so
+//! bringing a page in never fails a call.
 //!
 //! **Growth**: the page count is fixed when the table is built (the initial
 //! capacity split evenly), so a key's page never changes. A page that
@@ -92,16 +105,32 @@ pub struct Paging {
     pub resident: u32,
     /// Which resident page is evicted to bring another in.
     pub residency: Residency,
+    /// Whether bulk calls pipeline their pages (see [`Paging::pipelined`]);
+    /// `None`: where copies overlap work, which is on a GPU.
+    pub pipeline: Option<bool>,
 }
 
 impl Paging {
     /// `pages` pages, `resident` of them resident at a time, FIFO eviction.
     pub const fn new(pages: u32, resident: u32) -> Paging {
-        Paging { pages, resident, residency: Residency::Fifo }
+        Paging { pages, resident, residency: Residency::Fifo, pipeline: None }
     }
     /// The eviction policy (default [`Residency::Fifo`]).
     pub const fn residency(mut self, residency: Residency) -> Paging {
         self.residency = residency;
+        self
+    }
+    /// Pipelining: a bulk call writes each page it changed back as soon as
+    /// it is done with it (when the pages it still visits need the slots)
+    /// and brings the next page in before working on the current one, so
+    /// on a GPU the upload of one page, the kernels on another and the
+    /// write-back of a third run at once on different streams. Needs two
+    /// resident pages to overlap anything, three for all three at once.
+    /// On by default on CUDA; off by default on the CPU, where the copies
+    /// take the same cores as the work (turning it on there runs the same
+    /// residency decisions, as the tests do).
+    pub const fn pipelined(mut self, on: bool) -> Paging {
+        self.pipeline = Some(on);
         self
     }
     fn validate(&self) -> Result<()> {
@@ -144,37 +173,94 @@ struct Slot<K: Key, V: Value> {
     used: u64,
 }
 
-/// Moves pages between host memory and resident slots. The CPU's copies
-/// within host memory; the CUDA streaming path will copy a host page's
-/// slots into a device slot on a stream (the layout is the same).
+/// Moves pages between host memory and resident slots. The copies are
+/// whole pages, byte for byte (the layout is the same on every backend).
 trait Transport<K: Key, V: Value>: Send + Sync {
-    /// A resident working copy of `host`, or an error if none can be had.
-    fn page_in(&self, host: &dyn Backend<K, V>) -> Result<Box<dyn Backend<K, V>>>;
-    /// Makes `resident` the host page; on failure hands it back unchanged.
-    #[allow(clippy::result_large_err)]
-    fn write_back(
-        &self,
-        resident: Box<dyn Backend<K, V>>,
-        host: &mut Box<dyn Backend<K, V>>,
-    ) -> std::result::Result<(), Box<dyn Backend<K, V>>>;
+    /// A resident working copy of `host`, made in `spare` (a table that
+    /// left its slot) when one is given, so its memory is reused.
+    fn page_in(&self, host: &dyn Backend<K, V>, spare: Option<Box<dyn Backend<K, V>>>) -> Result<Box<dyn Backend<K, V>>>;
+    /// Copies `resident` back into its host page, which it replaces in
+    /// content and size; the resident copy stays valid. The copy may still
+    /// be in flight on return: the host page waits for it before any use.
+    /// On failure the host page is as it was.
+    fn write_back(&self, resident: &dyn Backend<K, V>, host: &mut Box<dyn Backend<K, V>>) -> Result<()>;
+    /// Whether copies run alongside the work on other pages (a GPU's copy
+    /// engines), which makes pipelining pay.
+    fn overlaps(&self) -> bool;
 }
 
+fn cpu_table<K: Key, V: Value>(t: &dyn Backend<K, V>) -> Result<&CpuTable<K, V>> {
+    t.as_any().downcast_ref::<CpuTable<K, V>>().ok_or_else(|| Error::Unsupported("host pages are CPU tables".into()))
+}
+
+/// Copies `from`'s cells, scheme words and counts into `to`, which has as
+/// many slots.
+fn copy_cpu_page<K: Key, V: Value>(from: &CpuTable<K, V>, to: &mut CpuTable<K, V>) {
+    let (src, n) = from.cell_bytes();
+    let (dst, m) = to.cell_bytes_mut();
+    assert_eq!(n, m, "pages of the same slot count");
+    // Safety: two distinct live allocations of `n` bytes; `to` is borrowed
+    // mutably, so nothing else reads or writes it meanwhile.
+    unsafe { std::ptr::copy_nonoverlapping(src, dst, n) };
+    to.set_aux_words(&from.aux_words());
+    to.set_counts(from.counts());
+}
+
+/// The CPU's transport: copies within host memory.
 struct CpuTransport;
 
 impl<K: Key, V: Value> Transport<K, V> for CpuTransport {
-    fn page_in(&self, host: &dyn Backend<K, V>) -> Result<Box<dyn Backend<K, V>>> {
-        match host.as_any().downcast_ref::<CpuTable<K, V>>() {
-            Some(t) => Ok(Box::new(t.try_clone()?)),
-            None => Err(Error::Unsupported("host pages are CPU tables".into())),
+    fn page_in(&self, host: &dyn Backend<K, V>, spare: Option<Box<dyn Backend<K, V>>>) -> Result<Box<dyn Backend<K, V>>> {
+        let host = cpu_table(host)?;
+        if let Some(mut spare) = spare {
+            if let Some(t) = spare.as_any_mut().downcast_mut::<CpuTable<K, V>>() {
+                if t.slots() == host.slots() {
+                    copy_cpu_page(host, t);
+                    return Ok(spare);
+                }
+            }
         }
+        Ok(Box::new(host.try_clone()?))
     }
-    fn write_back(
-        &self,
-        resident: Box<dyn Backend<K, V>>,
-        host: &mut Box<dyn Backend<K, V>>,
-    ) -> std::result::Result<(), Box<dyn Backend<K, V>>> {
-        *host = resident;
+    fn write_back(&self, resident: &dyn Backend<K, V>, host: &mut Box<dyn Backend<K, V>>) -> Result<()> {
+        let from = cpu_table(resident)?;
+        match host.as_any_mut().downcast_mut::<CpuTable<K, V>>() {
+            Some(to) if to.slots() == from.slots() => copy_cpu_page(from, to),
+            _ => *host = Box::new(from.try_clone()?),
+        }
         Ok(())
+    }
+    fn overlaps(&self) -> bool {
+        false
+    }
+}
+
+/// The CUDA transport: host pages in pinned memory, resident pages in
+/// device tables, copies on each resident table's stream.
+#[cfg(feature = "cuda")]
+struct CudaTransport(crate::backend::cuda::paging::CudaPages);
+
+#[cfg(feature = "cuda")]
+impl<K: Key, V: Value> Transport<K, V> for CudaTransport {
+    fn page_in(&self, host: &dyn Backend<K, V>, spare: Option<Box<dyn Backend<K, V>>>) -> Result<Box<dyn Backend<K, V>>> {
+        use crate::backend::cuda::{paging::HostPage, CudaTable};
+        let host = host.as_any().downcast_ref::<HostPage<K, V>>().ok_or_else(|| Error::Unsupported("not a pinned page".into()))?;
+        if let Some(mut spare) = spare {
+            if let Some(t) = spare.as_any_mut().downcast_mut::<CudaTable<K, V>>() {
+                t.load_page(host)?;
+                return Ok(spare);
+            }
+        }
+        Ok(Box::new(self.0.page_in(host)?))
+    }
+    fn write_back(&self, resident: &dyn Backend<K, V>, host: &mut Box<dyn Backend<K, V>>) -> Result<()> {
+        use crate::backend::cuda::{paging::HostPage, CudaTable};
+        let from = resident.as_any().downcast_ref::<CudaTable<K, V>>().ok_or_else(|| Error::Unsupported("not a CUDA page".into()))?;
+        let to = host.as_any_mut().downcast_mut::<HostPage<K, V>>().ok_or_else(|| Error::Unsupported("not a pinned page".into()))?;
+        from.store_page(to)
+    }
+    fn overlaps(&self) -> bool {
+        true
     }
 }
 
@@ -187,6 +273,13 @@ struct PageSet<K: Key, V: Value> {
     /// The slot of each page, if resident.
     slot_of: Vec<Option<usize>>,
     residency: Residency,
+    /// Write pages back as soon as a call is done with them and bring the
+    /// next page in before working on the current one.
+    pipeline: bool,
+    /// The pages the current call has yet to visit, in order (pipelining).
+    upcoming: std::collections::VecDeque<usize>,
+    /// A table that left its slot, kept to receive the next page.
+    spare: Option<Box<dyn Backend<K, V>>>,
     clock: u64,
     stats: PagingStats,
     transport: Box<dyn Transport<K, V>>,
@@ -206,48 +299,82 @@ impl<K: Key, V: Value> PageSet<K, V> {
         (0..self.host.len()).map(|i| f(self.current(i))).sum()
     }
 
-    /// Empties slot `s`, writing its page back if dirty. False (and the
-    /// page stays resident) if the write-back failed.
-    fn evict(&mut self, s: usize) -> bool {
-        let Some(mut slot) = self.slots[s].take() else { return true };
-        if slot.dirty {
-            match self.transport.write_back(slot.table, &mut self.host[slot.page]) {
-                Ok(()) => self.stats.write_backs += 1,
-                Err(table) => {
-                    slot.table = table;
-                    self.slots[s] = Some(slot);
-                    return false;
-                }
-            }
+    /// Copies slot `s`'s page back if it is dirty; it stays resident, clean.
+    /// False if the copy failed (the page stays dirty).
+    fn write_back(&mut self, s: usize) -> bool {
+        let Some(slot) = self.slots[s].as_mut() else { return true };
+        if !slot.dirty {
+            return true;
         }
+        match self.transport.write_back(&*slot.table, &mut self.host[slot.page]) {
+            Ok(()) => {
+                slot.dirty = false;
+                self.stats.write_backs += 1;
+                true
+            }
+            Err(_) => false,
+        }
+    }
+
+    /// Empties slot `s`, writing its page back if dirty. False (and the page stays resident) if the write-back
+    /// failed.
+    fn evict(&mut self, s: usize) -> bool {
+        if !self.write_back(s) {
+            return false;
+        }
+        let Some(slot) = self.slots[s].take() else { return true };
         self.slot_of[slot.page] = None;
         self.stats.evictions += 1;
+        // Pipelined, the next page comes into this table's memory (on a GPU
+        // also onto its stream, behind the write-back just enqueued);
+        // otherwise the memory goes back now.
+        if self.pipeline {
+            self.spare = Some(slot.table);
+        }
         true
     }
 
-    /// The slot for page `i` (brought in, evicting per the policy), or
-    /// `None` when it must be worked on in host memory.
-    fn bring_in(&mut self, i: usize) -> Option<usize> {
-        let s = match self.slots.iter().position(Option::is_none) {
-            Some(free) => free,
-            None => {
-                let key = |s: &Slot<K, V>| match self.residency {
-                    Residency::Fifo => s.loaded,
-                    Residency::Lru => s.used,
-                };
-                let victim = (0..self.slots.len()).min_by_key(|&s| self.slots[s].as_ref().map(key))?;
-                if !self.evict(victim) {
-                    return None;
-                }
-                victim
-            }
+    /// The slot to bring a page in: a free one, else the one the policy
+    /// evicts among those not holding page `keep`.
+    fn free_slot(&mut self, keep: Option<usize>) -> Option<usize> {
+        if let Some(free) = self.slots.iter().position(Option::is_none) {
+            return Some(free);
+        }
+        let key = |s: &Slot<K, V>| match self.residency {
+            Residency::Fifo => s.loaded,
+            Residency::Lru => s.used,
         };
-        let table = self.transport.page_in(&*self.host[i]).ok()?;
+        let victim = (0..self.slots.len())
+            .filter(|&s| self.slots[s].as_ref().is_some_and(|slot| Some(slot.page) != keep))
+            .min_by_key(|&s| self.slots[s].as_ref().map(key))?;
+        self.evict(victim).then_some(victim)
+    }
+
+    /// The slot for page `i` (brought in, evicting per the policy, but
+    /// never page `keep`), or `None` when it must be worked on in host memory.
+    fn bring_in(&mut self, i: usize, keep: Option<usize>) -> Option<usize> {
+        let s = self.free_slot(keep)?;
+        let table = match self.transport.page_in(&*self.host[i], self.spare.take()) {
+            Ok(t) => t,
+            Err(_) => return None,
+        };
         self.clock += 1;
         self.slots[s] = Some(Slot { page: i, table, dirty: false, loaded: self.clock, used: self.clock });
         self.slot_of[i] = Some(s);
         self.stats.page_ins += 1;
         Some(s)
+    }
+
+    /// Pipelining: brings in the next page the call will visit while the
+    /// current one (`current`) is worked on, if a slot other than its own
+    /// can be had. A page that cannot come in now is brought in (or served
+    /// in host memory) when its turn comes.
+    fn prefetch(&mut self, current: usize) {
+        if let Some(&next) = self.upcoming.front() {
+            if self.slot_of[next].is_none() {
+                self.bring_in(next, Some(current));
+            }
+        }
     }
 }
 
@@ -257,17 +384,26 @@ impl<K: Key, V: Value> SubTables<K, V> for PageSet<K, V> {
     }
 
     /// Resident pages first (ascending), then the others (ascending).
-    fn visit_order(&self, subs: Vec<usize>) -> Vec<usize> {
+    fn visit_order(&mut self, subs: Vec<usize>) -> Vec<usize> {
         let (mut order, rest): (Vec<usize>, Vec<usize>) = subs.into_iter().partition(|&i| self.slot_of[i].is_some());
         order.extend(rest);
+        if self.pipeline {
+            self.upcoming = order.iter().copied().collect();
+        }
         order
     }
 
     fn with_sub<R>(&mut self, i: usize, f: impl FnOnce(&mut dyn Backend<K, V>) -> Result<(R, bool)>) -> Result<R> {
+        if self.upcoming.front() == Some(&i) {
+            self.upcoming.pop_front();
+        }
         let slot = match self.slot_of[i] {
             Some(s) => Some(s),
-            None => self.bring_in(i),
+            None => self.bring_in(i, None),
         };
+        if self.pipeline && slot.is_some() {
+            self.prefetch(i);
+        }
         let (table, dirty): (&mut dyn Backend<K, V>, Option<&mut bool>) = match slot {
             Some(s) => {
                 self.clock += 1;
@@ -287,6 +423,16 @@ impl<K: Key, V: Value> SubTables<K, V> for PageSet<K, V> {
             *d = true;
         }
         self.stats.pages_resized += resized as u64;
+        // Pipelining: a page this call is done with goes back now, while
+        // the next is worked on, unless every page this call still visits
+        // fits beside it (then it may stay resident, dirty, for the next call).
+        if let (true, Some(s)) = (self.pipeline, slot) {
+            let waiting = self.upcoming.iter().filter(|&&p| self.slot_of[p].is_none()).count();
+            let free = self.slots.iter().filter(|x| x.is_none()).count();
+            if waiting > free {
+                self.write_back(s);
+            }
+        }
         Ok(r)
     }
 
@@ -296,6 +442,7 @@ impl<K: Key, V: Value> SubTables<K, V> for PageSet<K, V> {
                 self.evict(s);
             }
         }
+        self.spare = None;
     }
 }
 
@@ -312,33 +459,49 @@ pub struct PagedTable<K: Key, V: Value> {
 
 impl<K: Key, V: Value> PagedTable<K, V> {
     /// `paging.pages` empty pages sharing `capacity` slots on `device`
-    /// (the CPU for now), each configured as `page` but for its slot count.
+    /// (the CPU or a CUDA device), each configured as `page` but for its slot count.
     pub(crate) fn new(device: Device, page: Config, capacity: u64, paging: Paging) -> Result<Self> {
         paging.validate()?;
         checked_slots::<K, V>(page.scheme, capacity)?;
-        if device != Device::Cpu {
-            return Err(Error::Unsupported(format!(
-                "paged tables run on the CPU for now (the CUDA streaming path is to come), not on {device}"
-            )));
-        }
         if page.memory != Memory::Device {
             return Err(Error::Unsupported("paged tables keep their pages in host memory, not unified memory".into()));
         }
         let pages = paging.pages as usize;
         let slots = checked_slots::<K, V>(page.scheme, capacity.div_ceil(pages as u64))?;
+        let config = Config { slots, ..page };
         let mut host: Vec<Box<dyn Backend<K, V>>> = Vec::with_capacity(pages);
-        for _ in 0..pages {
-            host.push(Box::new(CpuTable::<K, V>::new(Config { slots, ..page })?));
-        }
+        let transport: Box<dyn Transport<K, V>> = match device {
+            Device::Cpu => {
+                for _ in 0..pages {
+                    host.push(Box::new(CpuTable::<K, V>::new(config)?));
+                }
+                Box::new(CpuTransport)
+            }
+            #[cfg(feature = "cuda")]
+            Device::Cuda(ordinal) => {
+                device.check_scheme(page.scheme)?;
+                let cuda = crate::backend::cuda::paging::CudaPages::new(ordinal)?;
+                for _ in 0..pages {
+                    host.push(Box::new(cuda.host_page::<K, V>(config)?));
+                }
+                Box::new(CudaTransport(cuda))
+            }
+            other => {
+                return Err(Error::Unsupported(format!("paged tables run on the CPU and on CUDA, not on {other}")));
+            }
+        };
         let set = PageSet {
             router: Router::new(pages, page.seed),
             host,
             slots: (0..paging.resident).map(|_| None).collect(),
             slot_of: vec![None; pages],
             residency: paging.residency,
+            pipeline: paging.pipeline.unwrap_or_else(|| transport.overlaps()),
+            upcoming: Default::default(),
+            spare: None,
             clock: 0,
             stats: PagingStats::default(),
-            transport: Box::new(CpuTransport),
+            transport,
         };
         Ok(PagedTable { device, scheme: page.scheme, paging, set: Mutex::new(set) })
     }

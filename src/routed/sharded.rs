@@ -360,7 +360,7 @@ impl<K: Key, V: Value> SubTables<K, V> for ShardSet<K, V> {
         self.router
     }
     /// Shard order: every shard is where it is worked on.
-    fn visit_order(&self, subs: Vec<usize>) -> Vec<usize> {
+    fn visit_order(&mut self, subs: Vec<usize>) -> Vec<usize> {
         subs
     }
     fn with_sub<R>(&mut self, i: usize, f: impl FnOnce(&mut dyn Backend<K, V>) -> Result<(R, bool)>) -> Result<R> {

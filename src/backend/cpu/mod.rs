@@ -55,6 +55,22 @@ pub struct CpuTable<K: Key, V: Value> {
     _types: PhantomData<(K, V)>,
 }
 
+/// The counts and out-of-band pairs of a table, which travel with its cells
+/// when a page moves between host and device memory.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct PageCounts<V> {
+    /// Live keys in slots.
+    pub live: u64,
+    /// Erased slots not yet reclaimed.
+    pub tombstones: u64,
+    /// Values of the out-of-band keys ([`Key::EMPTY`], [`Key::TOMBSTONE`]).
+    pub specials: [Option<V>; 2],
+}
+
+// A cell is its word, byte for byte: pages are copied as raw bytes.
+const _: () = assert!(std::mem::size_of::<portable_atomic::AtomicU64>() == 8);
+const _: () = assert!(std::mem::size_of::<portable_atomic::AtomicU128>() == 16);
+
 /// Allocates `slots` EMPTY cells, reporting failure instead of aborting.
 fn alloc_cells<Wd: Word>(slots: u64) -> Result<Vec<Wd::Atomic>> {
     crate::fault::alloc_point(slots.saturating_mul(Wd::BYTES as u64), Device::Cpu)?;
@@ -230,6 +246,46 @@ impl<K: Key, V: Value> CpuTable<K, V> {
             config: self.config,
             _types: PhantomData,
         })
+    }
+
+    /// The configuration it was built with (its slot count is current).
+    pub(crate) fn config(&self) -> Config {
+        self.config
+    }
+
+    /// The cells as raw bytes `(address, length)`, for a copy engine that
+    /// moves a whole page (the layout is the GPU's, word for word).
+    pub(crate) fn cell_bytes(&self) -> (*const u8, usize) {
+        (self.cells.as_ptr().cast(), std::mem::size_of_val(&self.cells[..]))
+    }
+
+    /// [`CpuTable::cell_bytes`] for writing: a page copied back from a GPU.
+    pub(crate) fn cell_bytes_mut(&mut self) -> (*mut u8, usize) {
+        (self.cells.as_mut_ptr().cast(), std::mem::size_of_val(&self.cells[..]))
+    }
+
+    /// The scheme's state words, as plain integers.
+    pub(crate) fn aux_words(&self) -> Vec<u64> {
+        self.aux.iter().map(|a| a.load(Ordering::Relaxed)).collect()
+    }
+
+    /// Overwrites the scheme's state words (`words` has their count).
+    pub(crate) fn set_aux_words(&mut self, words: &[u64]) {
+        for (a, &w) in self.aux.iter().zip(words) {
+            a.store(w, Ordering::Relaxed);
+        }
+    }
+
+    /// What a page carries besides its cells and state words.
+    pub(crate) fn counts(&self) -> PageCounts<V> {
+        PageCounts { live: self.live, tombstones: self.tombstones, specials: self.specials }
+    }
+
+    /// Sets what [`CpuTable::counts`] reads: the cells were copied in whole.
+    pub(crate) fn set_counts(&mut self, c: PageCounts<V>) {
+        self.live = c.live;
+        self.tombstones = c.tombstones;
+        self.specials = c.specials;
     }
 
     fn slots_ref(&self) -> Slots<'_, W<K, V>> {

@@ -6,6 +6,7 @@
 //! device cannot be used.
 
 mod hashinator;
+pub(crate) mod paging;
 pub mod kernels;
 pub mod limits;
 mod region;

@@ -1,0 +1,181 @@
+//! A table larger than its device-memory budget: pages in pinned host
+//! memory, a few resident on the GPU, streamed through CUDA streams (the
+//! Starfish design). Builds tables of 1x to 8x the budget, fills each to
+//! load 0.5, then times bulk lookups and inserts over every page and a
+//! hot-page lookup workload, and compares each call with the bus: the bytes
+//! that must cross PCIe (pages in, dirty pages back, keys and results) over
+//! the pinned-copy rates measured in the same run.
+//!
+//! Run: `cargo run --release --example 04-paged-stream [BUDGET_MIB] [RATIOS]`
+//! e.g. `... 2048 1,2,4,8`. Without a GPU it runs on the CPU backend at a
+//! small budget, so the example itself is checked anywhere.
+
+use std::time::Instant;
+
+use gpuhash::{Device, HashTable, Paging};
+
+/// Resident page slots: three let the upload of one page, the kernels on
+/// another and the write-back of a third run at once.
+const RESIDENT: u32 = 3;
+/// Bytes of one u32 -> u32 slot.
+const SLOT_BYTES: u64 = 8;
+
+/// A bijective mix, so `mix(i)` are distinct keys (none of them out of band
+/// for the counts here: the table stores those too).
+fn mix(i: u64) -> u32 {
+    let mut x = (i as u32).wrapping_mul(0x9e37_79b1);
+    x ^= x >> 15;
+    x = x.wrapping_mul(0x85eb_ca77);
+    x ^ (x >> 13)
+}
+
+/// splitmix64, for sampling.
+fn next(s: &mut u64) -> u64 {
+    *s = s.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    let mut z = *s;
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// Pages drawn with probability proportional to 1 / rank^1.2 (zipf).
+fn zipf_pages(pages: usize, n: usize, seed: &mut u64) -> Vec<usize> {
+    let w: Vec<f64> = (1..=pages).map(|r| 1.0 / (r as f64).powf(1.2)).collect();
+    let total: f64 = w.iter().sum();
+    let mut cdf = Vec::with_capacity(pages);
+    let mut acc = 0.0;
+    for x in &w {
+        acc += x / total;
+        cdf.push(acc);
+    }
+    (0..n)
+        .map(|_| {
+            let u = (next(seed) >> 11) as f64 / (1u64 << 53) as f64;
+            cdf.partition_point(|&c| c < u).min(pages - 1)
+        })
+        .collect()
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let args: Vec<String> = std::env::args().collect();
+    let cuda = Device::Cuda(0).check_available().is_ok();
+    let device = if cuda { Device::Cuda(0) } else { Device::Cpu };
+    if !cuda {
+        eprintln!("note: no CUDA device, running on the CPU backend at a small budget");
+    }
+    let budget_mib: u64 = args.get(1).map_or(Ok(if cuda { 2048 } else { 8 }), |s| s.parse())?;
+    let ratios: Vec<u64> = match args.get(2) {
+        Some(s) => s.split(',').map(str::parse).collect::<Result<_, _>>()?,
+        None => vec![1, 2, 4, 8],
+    };
+    let (h2d, d2h) = pinned_rates(cuda)?;
+    println!("device {device}; budget {budget_mib} MiB in {RESIDENT} resident pages; pinned copies h2d {h2d:.1} GB/s, d2h {d2h:.1} GB/s");
+    println!("ratio,table_gib,op,keys,ms,g_keys_per_s,bus_bound_ms,fraction_of_bus");
+
+    let budget = budget_mib << 20;
+    let mut seed = 0x5eed_u64;
+    for ratio in ratios {
+        let pages = RESIDENT * ratio as u32;
+        let page_bytes = budget / RESIDENT as u64;
+        let slots = page_bytes / SLOT_BYTES * pages as u64;
+        let table_bytes = slots * SLOT_BYTES;
+        let mut t = HashTable::<u32, u32>::builder()
+            .device(device)
+            .capacity(slots)
+            .max_load_factor(1.0)
+            .growth(false)
+            .paged(Paging::new(pages, RESIDENT))
+            .build()?;
+        // The batch of a call: an eighth of the keys at load 0.5, so a call
+        // touches every page with a few million keys.
+        let distinct = slots / 2;
+        let batch = (distinct / 8).max(1);
+        let keys: Vec<u32> = (0..distinct).map(mix).collect();
+        let values: Vec<u32> = keys.iter().map(|k| k.wrapping_mul(3)).collect();
+        let row = |op: &str, n: u64, secs: f64, bus: f64| {
+            let ms = secs * 1e3;
+            println!(
+                "{ratio},{:.2},{op},{n},{ms:.1},{:.3},{:.1},{:.2}",
+                table_bytes as f64 / (1u64 << 30) as f64,
+                n as f64 / secs / 1e9,
+                bus * 1e3,
+                bus / secs
+            );
+        };
+        // Bus time of a call that brings `pages_in` pages in, writes
+        // `pages_out` back and moves `key_bytes` and `result_bytes`:
+        // the two directions overlap, so the slower one bounds it.
+        let bus = |pages_in: u64, pages_out: u64, key_bytes: u64, result_bytes: u64| {
+            let up = (pages_in * page_bytes + key_bytes) as f64 / (h2d * 1e9);
+            let down = (pages_out * page_bytes + result_bytes) as f64 / (d2h * 1e9);
+            up.max(down)
+        };
+        let streamed = |touched: u64| if ratio == 1 { 0 } else { touched };
+        for (i, (k, v)) in keys.chunks(batch as usize).zip(values.chunks(batch as usize)).enumerate() {
+            let start = Instant::now();
+            t.insert_or_assign(k, v)?;
+            let secs = start.elapsed().as_secs_f64();
+            if i == 1 {
+                let n = k.len() as u64;
+                row("insert", n, secs, bus(streamed(pages as u64), streamed(pages as u64), n * 8, 0));
+            }
+        }
+        if t.len() != distinct {
+            return Err(format!("{} keys stored, {distinct} inserted", t.len()).into());
+        }
+        // Lookups of stored keys over every page.
+        let probe: Vec<u32> = (0..batch).map(|_| keys[(next(&mut seed) % distinct) as usize]).collect();
+        for rep in 0..2 {
+            let start = Instant::now();
+            let found = t.find(&probe)?;
+            let secs = start.elapsed().as_secs_f64();
+            if found.iter().zip(&probe).any(|(f, k)| *f != Some(k.wrapping_mul(3))) {
+                return Err("a lookup returned a wrong value".into());
+            }
+            if rep == 1 {
+                let n = probe.len() as u64;
+                row("find", n, secs, bus(streamed(pages as u64), 0, n * 4, n * 5));
+            }
+        }
+        // Hot pages: the page of each lookup drawn by zipf(1.2).
+        let paged = t.paged().expect("a paged table");
+        let mut by_page: Vec<Vec<u32>> = vec![Vec::new(); pages as usize];
+        for &k in keys.iter().take(1 << 22) {
+            by_page[paged.page_of(k)].push(k);
+        }
+        let hot: Vec<u32> = zipf_pages(pages as usize, batch as usize, &mut seed)
+            .into_iter()
+            .map(|p| by_page[p][(next(&mut seed) % by_page[p].len() as u64) as usize])
+            .collect();
+        for rep in 0..3 {
+            let before = t.paged().unwrap().stats().page_ins;
+            let start = Instant::now();
+            let found = t.find(&hot)?;
+            let secs = start.elapsed().as_secs_f64();
+            if found.iter().any(Option::is_none) {
+                return Err("a hot-page lookup missed a stored key".into());
+            }
+            if rep == 2 {
+                let ins = t.paged().unwrap().stats().page_ins - before;
+                let n = hot.len() as u64;
+                row("find_zipf", n, secs, bus(ins, 0, n * 4, n * 5));
+            }
+        }
+        let s = t.paged().unwrap().stats();
+        eprintln!("ratio {ratio}: {s:?}");
+    }
+    Ok(())
+}
+
+/// The pinned host-to-device and device-to-host copy rates in GB/s (on the
+/// CPU, a nominal rate: the figures then show the host's own copies).
+fn pinned_rates(cuda: bool) -> Result<(f64, f64), Box<dyn std::error::Error>> {
+    #[cfg(feature = "cuda")]
+    if cuda {
+        let limits = gpuhash::backend::cuda::limits::measure(0, 1 << 22, 1 << 28, 1 << 24, 1 << 30)?;
+        let rate = |name: &str| limits.iter().find(|l| l.name == name).map_or(f64::NAN, |l| l.rate);
+        return Ok((rate("copy_h2d_pinned"), rate("copy_d2h_pinned")));
+    }
+    let _ = cuda;
+    Ok((10.0, 10.0))
+}
