@@ -178,8 +178,9 @@ pub(crate) trait SubTables<K: Key, V: Value> {
     /// Runs `f` on sub-table `i` wherever it is worked on (a paged table
     /// brings the page in first). `f` returns its result and whether it
     /// changed the sub-table; a sub-table `f` changes is written back
-    /// before it leaves.
-    fn with_sub<R>(&mut self, i: usize, f: impl FnOnce(&mut dyn Backend<K, V>) -> Result<(R, bool)>) -> Result<R>;
+    /// before it leaves. `f` may run twice: a paged table whose device copy
+    /// finds no memory for the operation runs it again on the host page.
+    fn with_sub<R>(&mut self, i: usize, f: impl FnMut(&mut dyn Backend<K, V>) -> Result<(R, bool)>) -> Result<R>;
     /// Frees what can be freed (memory held for sub-tables other than
     /// `keep`) before one sub-table's failed insert is tried again.
     fn make_room(&mut self, keep: usize);

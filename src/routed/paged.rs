@@ -187,6 +187,11 @@ trait Transport<K: Key, V: Value>: Send + Sync {
     /// Whether copies run alongside the work on other pages (a GPU's copy
     /// engines), which makes pipelining pay.
     fn overlaps(&self) -> bool;
+    /// Whether resident pages live in memory of their own (a GPU's), so an
+    /// operation that finds none there can still run on the host page.
+    fn device_memory(&self) -> bool {
+        self.overlaps()
+    }
 }
 
 fn cpu_table<K: Key, V: Value>(t: &dyn Backend<K, V>) -> Result<&CpuTable<K, V>> {
@@ -378,6 +383,28 @@ impl<K: Key, V: Value> PageSet<K, V> {
     }
 }
 
+impl<K: Key, V: Value> PageSet<K, V> {
+    /// Evicts page `i` from slot `s` (written back if dirty), frees the
+    /// device memory held for pages, and runs `f` on the host page.
+    /// Should the write-back itself find no memory (a page that grew on
+    /// the device needs a larger host page), the page stays resident and
+    /// `cause` is returned: nothing was changed.
+    fn serve_in_host<R>(
+        &mut self,
+        i: usize,
+        s: usize,
+        cause: Error,
+        mut f: impl FnMut(&mut dyn Backend<K, V>) -> Result<(R, bool)>,
+    ) -> Result<R> {
+        if !self.evict(s) {
+            return Err(cause);
+        }
+        self.spare = None;
+        self.stats.served_in_host += 1;
+        Ok(f(&mut *self.host[i])?.0)
+    }
+}
+
 impl<K: Key, V: Value> SubTables<K, V> for PageSet<K, V> {
     fn router(&self) -> Router {
         self.router
@@ -393,7 +420,7 @@ impl<K: Key, V: Value> SubTables<K, V> for PageSet<K, V> {
         order
     }
 
-    fn with_sub<R>(&mut self, i: usize, f: impl FnOnce(&mut dyn Backend<K, V>) -> Result<(R, bool)>) -> Result<R> {
+    fn with_sub<R>(&mut self, i: usize, mut f: impl FnMut(&mut dyn Backend<K, V>) -> Result<(R, bool)>) -> Result<R> {
         if self.upcoming.front() == Some(&i) {
             self.upcoming.pop_front();
         }
@@ -417,7 +444,15 @@ impl<K: Key, V: Value> SubTables<K, V> for PageSet<K, V> {
             }
         };
         let slots_before = table.slots();
-        let (r, changed) = f(table)?;
+        let (r, changed) = match f(table) {
+            // Device memory ran out inside the operation, which changed
+            // nothing: the page goes back to host memory and the operation
+            // runs there.
+            Err(e @ Error::OutOfMemory { .. }) if slot.is_some() && self.transport.device_memory() => {
+                return self.serve_in_host(i, slot.expect("resident"), e, f);
+            }
+            r => r?,
+        };
         let resized = table.slots() != slots_before;
         if let (Some(d), true) = (dirty, changed) {
             *d = true;

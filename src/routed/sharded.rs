@@ -363,7 +363,7 @@ impl<K: Key, V: Value> SubTables<K, V> for ShardSet<K, V> {
     fn visit_order(&mut self, subs: Vec<usize>) -> Vec<usize> {
         subs
     }
-    fn with_sub<R>(&mut self, i: usize, f: impl FnOnce(&mut dyn Backend<K, V>) -> Result<(R, bool)>) -> Result<R> {
+    fn with_sub<R>(&mut self, i: usize, mut f: impl FnMut(&mut dyn Backend<K, V>) -> Result<(R, bool)>) -> Result<R> {
         Ok(f(&mut *self.shards[i])?.0)
     }
     /// Each shard has its own device; freeing another's memory gains nothing.

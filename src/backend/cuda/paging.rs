@@ -53,7 +53,11 @@ impl<K: Key, V: Value> HostPage<K, V> {
     /// Registers the cells with the driver (page-locked, usable by every context).
     fn pin(&mut self) -> Result<()> {
         let (ptr, bytes) = self.table.cell_bytes();
-        crate::fault::alloc_point(bytes as u64, self.device())?;
+        let refused = |why: String| Error::OutOfMemory {
+            bytes: bytes as u64,
+            device: format!("pinned host memory for a page of {} ({why})", self.device()),
+        };
+        crate::fault::alloc_point(bytes as u64, self.device()).map_err(|e| refused(e.to_string()))?;
         let e = |e| driver_error(self.ctx.ordinal(), e);
         self.ctx.bind_to_thread().map_err(e)?;
         // Safety: the range is the live cell allocation, unregistered (in
@@ -64,10 +68,7 @@ impl<K: Key, V: Value> HostPage<K, V> {
                 self.pinned = Some((ptr as usize, bytes));
                 Ok(())
             }
-            Err(err) => Err(Error::OutOfMemory {
-                bytes: bytes as u64,
-                device: format!("pinned host memory for a page of {} ({err:?})", self.device()),
-            }),
+            Err(err) => Err(refused(format!("{err:?}"))),
         }
     }
 
