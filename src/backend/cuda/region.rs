@@ -51,21 +51,17 @@
 //! keys (see [`chunk_len`] for the figures). If the scratch cannot be
 //! allocated, the batch takes the plain kernel. `GPUHASH_REGION_BUILD=0`
 //! turns the region build off, `=1` takes it for every batch that suits it
-//! whatever the load (the tests use that to reach it at every load).
-//! `GPUHASH_REGION_TRACE=1` prints the device milliseconds of each phase of
-//! every region build to stderr; `GPUHASH_REGION_TWO_PASS=1` takes the
-//! two-pass partition for tables of three regions or more (the tests' tables
-//! would otherwise take one), `GPUHASH_REGION_ONE_PASS=N` one pass for up
-//! to N regions (at most 4096), and `GPUHASH_REGION_WAVES2=N` runs pass 2 in
-//! N waves of blocks (default 8, at most 64): knobs for measuring.
+//! whatever the load (the tests use that to reach it at every load);
+//! `GPUHASH_REGION_TWO_PASS=1` takes the two-pass partition for tables of
+//! three regions or more (the tests' tables would otherwise take one).
 
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, OnceLock};
 
-use cudarc::driver::sys::{CUevent_flags, CUfunction_attribute};
+use cudarc::driver::sys::CUfunction_attribute;
 use cudarc::driver::{
-    CudaEvent, CudaFunction, CudaModule, CudaSlice, CudaStream, CudaView, DeviceRepr, DriverError, LaunchConfig,
+    CudaFunction, CudaModule, CudaSlice, CudaStream, CudaView, DeviceRepr, DriverError, LaunchConfig,
     PushKernelArg,
 };
 
@@ -83,7 +79,9 @@ const REGION_BYTES: u64 = 64 << 10;
 const REGION_BUCKETS: u64 = REGION_BYTES / BUCKET_BYTES as u64;
 /// Threads per block of the partition and build kernels (`GH_PART_THREADS`).
 const THREADS: u32 = 512;
-/// Regions sorted in one partition pass; more take two.
+/// Regions sorted in one partition pass; more take two. (Measured on an
+/// H200, `bench-results/h200-apply/one_pass_sweep.txt`: for 1024 and 2048
+/// regions, two passes beat one.)
 const ONE_PASS_REGIONS: u64 = 256;
 /// Most regions: bins of a pass (at most 2^12) are u16 in the kernels.
 const MAX_REGIONS: u64 = 1 << 24;
@@ -185,37 +183,17 @@ fn force_two_pass() -> bool {
     *ON.get_or_init(|| std::env::var("GPUHASH_REGION_TWO_PASS").is_ok_and(|v| v == "1"))
 }
 
-/// Regions sorted in one pass: `ONE_PASS_REGIONS`, or the value of
-/// `GPUHASH_REGION_ONE_PASS` (at most 4096, the most bins of a pass), for
-/// measuring where one pass stops paying.
-fn one_pass_regions() -> u64 {
-    static N: OnceLock<u64> = OnceLock::new();
-    *N.get_or_init(|| env_number("GPUHASH_REGION_ONE_PASS").map_or(ONE_PASS_REGIONS, |n| n.min(1 << 12)))
-}
-
-/// Waves of pass-2 blocks: `SCATTER2_WAVES`, or the value of
-/// `GPUHASH_REGION_WAVES2`, for measuring how finely pass 2 splits its bins.
-fn scatter2_waves() -> u64 {
-    static N: OnceLock<u64> = OnceLock::new();
-    *N.get_or_init(|| env_number("GPUHASH_REGION_WAVES2").unwrap_or(SCATTER2_WAVES).clamp(1, 64))
-}
-
-/// The number a measuring knob is set to, if it is set to one.
-fn env_number(var: &str) -> Option<u64> {
-    std::env::var(var).ok().and_then(|v| v.parse().ok())
-}
-
 impl Plan {
     fn new(n: u64, regions: u64, sms: u64, word_bytes: usize, two_pass: bool) -> Plan {
         // Two digits of about equal width: a few hundred bins per pass for
         // 2^14 regions, so runs of one bin in a 4096-key tile are long.
-        let one_pass = regions <= one_pass_regions() && !two_pass;
+        let one_pass = regions <= ONE_PASS_REGIONS && !two_pass;
         let shift = if one_pass { 0 } else { (u64::BITS - (regions - 1).leading_zeros()) / 2 };
         let bins1 = regions.div_ceil(1 << shift);
         let blocks = (sms * PART_BLOCKS_PER_SM).max(1);
         let parts1 = n.div_ceil(tile(word_bytes)).clamp(1, blocks);
         // No more parts of a pass-1 bin than it has tiles, on average.
-        let parts2 = (blocks * scatter2_waves() / bins1).min(n.div_ceil(bins1 * tile(word_bytes))).max(1);
+        let parts2 = (blocks * SCATTER2_WAVES / bins1).min(n.div_ceil(bins1 * tile(word_bytes))).max(1);
         Plan { regions, shift, bins1, parts1, parts2 }
     }
 
@@ -386,49 +364,6 @@ pub(crate) fn chunk_len(n: u64, mode: InsertMode, live: u64, slots: u64, buckets
     (forced().unwrap_or(by_load) && suits(chunk, slots, buckets)).then_some(chunk)
 }
 
-/// `GPUHASH_REGION_TRACE=1`: events between the phases of a build, printed
-/// as device milliseconds per phase (diagnostics: errors are ignored).
-struct Trace {
-    start: CudaEvent,
-    marks: Vec<(&'static str, CudaEvent)>,
-    host: std::time::Instant,
-}
-
-impl Trace {
-    fn new(stream: &Arc<CudaStream>) -> Option<Trace> {
-        static ON: OnceLock<bool> = OnceLock::new();
-        if !*ON.get_or_init(|| std::env::var("GPUHASH_REGION_TRACE").is_ok_and(|v| v == "1")) {
-            return None;
-        }
-        let start = stream.record_event(Some(CUevent_flags::CU_EVENT_DEFAULT)).ok()?;
-        Some(Trace { start, marks: Vec::new(), host: std::time::Instant::now() })
-    }
-
-    /// Ends phase `name` at the work queued on `stream` so far.
-    fn mark(trace: &mut Option<Trace>, stream: &Arc<CudaStream>, name: &'static str) {
-        if let Some(t) = trace {
-            if let Ok(e) = stream.record_event(Some(CUevent_flags::CU_EVENT_DEFAULT)) {
-                t.marks.push((name, e));
-            }
-        }
-    }
-
-    fn report(trace: Option<Trace>, n: u64, plan: &Plan, deferred: u64) {
-        let Some(t) = trace else { return };
-        let mut line = format!("gpuhash region build: {n} keys, {} regions", plan.regions);
-        let mut prev = &t.start;
-        let mut total = 0.0;
-        for (name, e) in &t.marks {
-            let ms = prev.elapsed_ms(e).unwrap_or(f32::NAN);
-            total += ms;
-            line += &format!(", {name} {ms:.3}");
-            prev = e;
-        }
-        let host = t.host.elapsed().as_secs_f64() * 1e3;
-        eprintln!("{line} ms; device {total:.3} ms, host {host:.3} ms, {deferred} deferred");
-    }
-}
-
 impl<K: Key, V: Value> CudaTable<K, V> {
     /// Inserts a large batch by regions (see the module documentation); the
     /// same outcome as the plain kernel, failed positions exact and ascending.
@@ -452,7 +387,6 @@ impl<K: Key, V: Value> CudaTable<K, V> {
         let stream = self.stream.clone();
         let ordinal = self.ctx.ordinal();
         let dev = move |err| super::driver_error(ordinal, err);
-        let mut trace = Trace::new(&stream);
 
         let mut taken = Taken::new(ordinal);
         if taken.scratch.reserve(&stream, n, word, &plan).is_err() {
@@ -460,7 +394,6 @@ impl<K: Key, V: Value> CudaTable<K, V> {
             drop(taken);
             return self.insert_plain(keys, values, mode);
         }
-        Trace::mark(&mut trace, &stream, "alloc");
         self.reset_counters()?;
         let (m, op) = super::mode_codes(mode);
         let view = self.kernel_view();
@@ -502,7 +435,6 @@ impl<K: Key, V: Value> CudaTable<K, V> {
         // entries, the cursors regions, seg_off bins1 + 1 and cursor1 bins1
         // (the last two written only with two passes).
         unsafe { b.launch(scan_cfg) }.map_err(dev)?;
-        Trace::mark(&mut trace, &stream, "hist");
 
         // Pass 1: the batch by `region >> shift`, into `mid` (two passes) or
         // straight into the region bins (one pass).
@@ -514,7 +446,6 @@ impl<K: Key, V: Value> CudaTable<K, V> {
         // (the counts sum to at most n), the deferred list n words, the
         // cursors one per bin.
         unsafe { b.launch(part(plan.parts1, 1, scatter_shared_bytes(word, plan.bins1))) }.map_err(dev)?;
-        Trace::mark(&mut trace, &stream, "scatter1");
 
         if plan.two_pass() {
             // Pass 2: each pass-1 bin by `region & (2^shift - 1)`, into the region bins.
@@ -523,7 +454,6 @@ impl<K: Key, V: Value> CudaTable<K, V> {
             // Safety: arguments match gh_region_scatter2; pass 1 filled
             // mid_words[..seg_off[bins1]], and the region bins hold as many.
             unsafe { b.launch(part(plan.parts2, plan.bins1, scatter_shared_bytes(word, 1 << shift))) }.map_err(dev)?;
-            Trace::mark(&mut trace, &stream, "scatter2");
         }
 
         let cfg = LaunchConfig {
@@ -545,7 +475,6 @@ impl<K: Key, V: Value> CudaTable<K, V> {
         // is at most n, the deferred list holds n words, the spill lists
         // SPILL_BYTES per region.
         unsafe { b.launch(cfg) }.map_err(dev)?;
-        Trace::mark(&mut trace, &stream, "build");
         let spill_cfg = LaunchConfig { shared_mem_bytes: 0, ..cfg };
         let regions = plan.regions;
         let mut b = stream.launch_builder(&rk.spill);
@@ -553,7 +482,6 @@ impl<K: Key, V: Value> CudaTable<K, V> {
         // Safety: arguments match gh_region_spill; the build wrote every
         // region's spill count and the lists they count.
         unsafe { b.launch(spill_cfg) }.map_err(dev)?;
-        Trace::mark(&mut trace, &stream, "spill");
 
         let meta = self.read_meta()?;
         let (inserted, existing, ndeferred) = (meta[0], meta[1], meta[2]);
@@ -561,11 +489,8 @@ impl<K: Key, V: Value> CudaTable<K, V> {
         self.live += inserted;
         let mut out = RawInsert { inserted, existing, failed: Vec::new() };
         if ndeferred > 0 {
-            Trace::mark(&mut trace, &self.stream, "counted");
-            out = self.insert_deferred(rk, keys, mode, &mut taken.scratch, ndeferred, out, &mut trace)?;
-            Trace::mark(&mut trace, &self.stream, "positions");
+            out = self.insert_deferred(rk, keys, mode, &mut taken.scratch, ndeferred, out)?;
         }
-        Trace::report(trace, n, &plan, ndeferred);
         Ok(out)
     }
 
@@ -581,7 +506,6 @@ impl<K: Key, V: Value> CudaTable<K, V> {
         s: &mut RegionScratch,
         ndeferred: u64,
         mut out: RawInsert,
-        trace: &mut Option<Trace>,
     ) -> Result<RawInsert> {
         let nd = ndeferred as usize;
         let deferred = s.deferred.as_ref().expect("reserved").slice(0..nd * K::Word::<V>::BYTES);
@@ -604,10 +528,8 @@ impl<K: Key, V: Value> CudaTable<K, V> {
         b.arg(&deferred).arg(&ndeferred).arg(&mut *dk).arg(&mut *dv);
         // Safety: arguments match gh_unpack_pairs; the list holds nd words.
         unsafe { b.launch(super::grid(ndeferred, self.sms)) }.map_err(|err| self.err(err))?;
-        Trace::mark(trace, &self.stream, "unpack");
         // A warp per key (gh_insert_wide): these keys' sequences are the table's longest.
         let rest = self.insert_with(&rk.insert_wide, super::grid(ndeferred * 32, self.sms), &dk.as_view(), &dv.as_view(), mode)?;
-        Trace::mark(trace, &self.stream, "deferred");
         out.inserted += rest.inserted;
         out.existing += rest.existing;
         if !rest.failed.is_empty() {
