@@ -338,7 +338,8 @@ impl<K: Key, V: Value> CudaTable<K, V> {
 
     fn insert_raw(&mut self, keys: &CudaView<'_, K>, values: &CudaView<'_, V>, mode: InsertMode) -> Result<RawInsert> {
         let n = keys.len() as u64;
-        let chunk = region::chunk_len(n, mode, self.live, self.config.slots, self.probe.buckets);
+        let (slots, buckets, setting) = (self.config.slots, self.probe.buckets, self.config.region_build);
+        let chunk = region::chunk_len(n, mode, self.live, slots, buckets, setting);
         let (Some(chunk), Some(_)) = (chunk, &self.kernels.region) else {
             return self.insert_plain(keys, values, mode);
         };

@@ -49,11 +49,11 @@
 //! full; insert-or-apply batches, which mostly repeat keys, whenever the
 //! table is at most 96% full before, in chunks of up to max(slots, 2^26)
 //! keys (see [`chunk_len`] for the figures). If the scratch cannot be
-//! allocated, the batch takes the plain kernel. `GPUHASH_REGION_BUILD=0`
-//! turns the region build off, `=1` takes it for every batch that suits it
-//! whatever the load (the tests use that to reach it at every load);
-//! `GPUHASH_REGION_TWO_PASS=1` takes the two-pass partition for tables of
-//! three regions or more (the tests' tables would otherwise take one).
+//! allocated, the batch takes the plain kernel. The table's
+//! [`RegionBuild`] setting turns the region build off, or takes it for
+//! every batch that suits it whatever the load (the tests use that to reach
+//! it at every load, and to reach the two-pass partition on their small
+//! tables).
 
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
@@ -69,7 +69,7 @@ use super::CudaTable;
 use crate::backend::{InsertMode, RawInsert};
 use crate::core::keys::{Key, Value};
 use crate::core::layout::{Word, BUCKET_BYTES};
-use crate::{Device, Error, Result};
+use crate::{Device, Error, RegionBuild, Result};
 
 /// Bytes of table one block builds: 64 KiB leaves room for three blocks per
 /// SM in the 228 KiB of an H100/H200, and makes 2^27 eight-byte slots 16 Ki
@@ -174,13 +174,6 @@ struct Plan {
     /// Blocks of pass 1, and blocks per pass-1 bin in pass 2.
     parts1: u64,
     parts2: u64,
-}
-
-/// `GPUHASH_REGION_TWO_PASS=1`: two partition passes whenever there are
-/// more than two regions, so the tests' small tables reach the second pass.
-fn force_two_pass() -> bool {
-    static ON: OnceLock<bool> = OnceLock::new();
-    *ON.get_or_init(|| std::env::var("GPUHASH_REGION_TWO_PASS").is_ok_and(|v| v == "1"))
 }
 
 impl Plan {
@@ -306,23 +299,12 @@ impl Drop for Taken {
 }
 
 /// Frees the scratch memory the region build keeps on CUDA device `ordinal`
-/// for later builds (see `GPUHASH_REGION_BUILD`); returns the bytes freed.
+/// for later builds (see [`RegionBuild::Never`]); returns the bytes freed.
 /// A later region build allocates it again. Safe to call at any time: a
 /// build running meanwhile keeps its buffers until it ends.
 pub fn release_scratch(ordinal: usize) -> usize {
     let taken = cache().lock().unwrap_or_else(|p| p.into_inner()).remove(&ordinal);
     taken.map_or(0, |s| s.bytes())
-}
-
-/// `GPUHASH_REGION_BUILD`: `Some(false)` for `0` (never), `Some(true)` for
-/// `1` (whenever a batch suits), `None` when unset (by the final load).
-fn forced() -> Option<bool> {
-    static ON: OnceLock<Option<bool>> = OnceLock::new();
-    *ON.get_or_init(|| match std::env::var("GPUHASH_REGION_BUILD").as_deref() {
-        Ok("0") => Some(false),
-        Ok("1") => Some(true),
-        _ => None,
-    })
 }
 
 /// Whether a build of `n` keys into a table of `slots` slots and `buckets`
@@ -351,9 +333,16 @@ const MAX_CHUNK: u64 = 1 << 26;
 /// to the plain kernel.)
 /// Insert-or-apply batches mostly repeat keys, so their final load is not
 /// known: they take it whenever the table is at most 96% full before, in
-/// chunks of up to max(slots, 2^26) keys. `GPUHASH_REGION_BUILD` overrides
-/// the load rules.
-pub(crate) fn chunk_len(n: u64, mode: InsertMode, live: u64, slots: u64, buckets: u64) -> Option<u64> {
+/// chunks of up to max(slots, 2^26) keys. `setting` may override the load
+/// rules ([`RegionBuild`]).
+pub(crate) fn chunk_len(
+    n: u64,
+    mode: InsertMode,
+    live: u64,
+    slots: u64,
+    buckets: u64,
+    setting: RegionBuild,
+) -> Option<u64> {
     let within = |keys: u64| (live as u128 + keys as u128) * 100 <= slots as u128 * 96;
     let (by_load, cap) = match mode {
         InsertMode::Apply(_) => (within(0), slots.max(MAX_CHUNK)),
@@ -361,7 +350,7 @@ pub(crate) fn chunk_len(n: u64, mode: InsertMode, live: u64, slots: u64, buckets
     };
     let chunks = n.div_ceil(cap.min(u32::MAX as u64 - 1)).max(1);
     let chunk = n.div_ceil(chunks);
-    (forced().unwrap_or(by_load) && suits(chunk, slots, buckets)).then_some(chunk)
+    (setting.forced().unwrap_or(by_load) && suits(chunk, slots, buckets)).then_some(chunk)
 }
 
 impl<K: Key, V: Value> CudaTable<K, V> {
@@ -383,7 +372,8 @@ impl<K: Key, V: Value> CudaTable<K, V> {
         };
         let n = keys.len() as u64;
         let word = K::Word::<V>::BYTES;
-        let plan = Plan::new(n, self.probe.buckets.div_ceil(REGION_BUCKETS), self.sms, word, force_two_pass());
+        let regions = self.probe.buckets.div_ceil(REGION_BUCKETS);
+        let plan = Plan::new(n, regions, self.sms, word, self.config.region_build.two_pass());
         let stream = self.stream.clone();
         let ordinal = self.ctx.ordinal();
         let dev = move |err| super::driver_error(ordinal, err);
@@ -579,9 +569,7 @@ mod tests {
     fn apply_batches_larger_than_the_table_are_built_in_chunks() {
         let (slots, buckets) = (1u64 << 27, 1u64 << 25);
         let sum = InsertMode::Apply(crate::Reduce::Sum);
-        if forced().is_some() {
-            return; // GPUHASH_REGION_BUILD overrides the load rules tested here
-        }
+        let chunk_len = |n, mode, live, slots, buckets| chunk_len(n, mode, live, slots, buckets, RegionBuild::Auto);
         // 2^30 inputs (16 per key at load 0.5): eight equal chunks of the table's size.
         assert_eq!(chunk_len(1 << 30, sum, 0, slots, buckets), Some(1 << 27));
         assert_eq!(chunk_len(3 << 27, sum, 0, slots, buckets), Some(1 << 27));
@@ -595,6 +583,23 @@ mod tests {
         assert_eq!(chunk_len(1 << 27, InsertMode::Assign, 0, slots, buckets), None);
         // A table already 97% full takes the plain kernel for either.
         assert_eq!(chunk_len(1 << 26, sum, slots / 100 * 97, slots, buckets), None);
+    }
+
+    #[test]
+    fn the_setting_overrides_the_load_rules_not_the_size_rules() {
+        let (slots, buckets) = (1u64 << 27, 1u64 << 25);
+        let full = slots / 100 * 97;
+        for mode in [InsertMode::Assign, InsertMode::Apply(crate::Reduce::Sum)] {
+            let at = |n, live, setting| chunk_len(n, mode, live, slots, buckets, setting);
+            assert_eq!(at(1 << 26, 0, RegionBuild::Never), None, "never, even where it would pay");
+            for forced in [RegionBuild::Always, RegionBuild::TwoPass] {
+                assert_eq!(at(1 << 26, full, forced), Some(1 << 26), "{forced:?} whatever the load");
+                assert_eq!(at(1 << 20, 0, forced), None, "{forced:?}: small batches still take the plain kernel");
+                let one_region = chunk_len(1 << 10, mode, 0, 1 << 12, 1 << 10, forced);
+                assert_eq!(one_region, None, "{forced:?}: one region, nothing to build");
+            }
+        }
+        assert!(RegionBuild::TwoPass.two_pass() && !RegionBuild::Always.two_pass() && !RegionBuild::Auto.two_pass());
     }
 
     #[test]
