@@ -51,7 +51,7 @@ impl<K: Key, V: Value> CpuTable<K, V> {
             };
             let h = p.home_slot(k);
             let stays = if slotwise {
-                (first..=first + j as u64).contains(&h) && gap.map_or(true, |g| g < h - first)
+                (first..=first + j as u64).contains(&h) && gap.is_none_or(|g| g < h - first)
             } else {
                 h == first
             };

@@ -254,7 +254,7 @@ impl RegionScratch {
 }
 
 fn ensure<T: DeviceRepr>(stream: &Arc<CudaStream>, slot: &mut Option<CudaSlice<T>>, len: usize) -> Result<()> {
-    if !slot.as_ref().is_some_and(|s| s.len() >= len) {
+    if slot.as_ref().is_none_or(|s| s.len() < len) {
         *slot = None; // free the old buffer before taking a larger one
         let ordinal = stream.context().ordinal();
         crate::fault::alloc_point((len.max(1) * std::mem::size_of::<T>()) as u64, Device::Cuda(ordinal))?;
