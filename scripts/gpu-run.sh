@@ -46,12 +46,14 @@ if has reseed; then
 fi
 if has tests; then
     # The linear suite again with the region build forced on
-    # (GPUHASH_REGION_BUILD=1: every batch that suits it, at every load, not
-    # only large ones up to 96% full), with the one-pass partition and with
-    # the two-pass one that only tables of more than 256 regions need
-    # (GPUHASH_REGION_TWO_PASS=1 takes it on the tests' small tables).
+    # (GPUHASH_TEST_REGION=always: the tests' tables take
+    # RegionBuild::Always, every batch that suits it at every load, not only
+    # large ones up to 96% full), with the one-pass partition and with the
+    # two-pass one that only tables of more than 256 regions need
+    # (GPUHASH_TEST_REGION=two-pass takes it on the tests' small tables).
     for pass in one two; do
-        env GPUHASH_REGION_BUILD=1 $([ $pass = two ] && echo GPUHASH_REGION_TWO_PASS=1) \
+        region=$([ $pass = two ] && echo two-pass || echo always)
+        GPUHASH_TEST_REGION=$region \
             "$here/bin/test-conformance_cuda" --test-threads=4 cuda_linear > "$logs/test-region-build-$pass.log" 2>&1
         rc=$?
         note "tests region build, $pass-pass partition (linear): rc=$rc $(grep -E '^test result' "$logs/test-region-build-$pass.log" | tail -1)"
@@ -80,8 +82,8 @@ if has sanitizer; then
     # The whole CUDA suite at small sizes (GPUHASH_TEST_SCALE=small: smaller
     # batches, fewer rounds) under every tool (SANITIZER_TOOLS, default
     # memcheck racecheck synccheck initcheck); racecheck (shared-memory
-    # hazards) runs with the region build forced on so its kernels run in
-    # every linear test. The instrumented suite is slow, so every (tool,
+    # hazards) runs with the region build forced on
+    # (GPUHASH_TEST_REGION=always) so its kernels run in every linear test. The instrumented suite is slow, so every (tool,
     # binary, test, key/value pair) is its own process (GPUHASH_TEST_PAIRS
     # splits the conformance tests by pair; the other CUDA test binaries run
     # a test per process), SANITIZER_JOBS of them at once; SANITIZER_FILTER
@@ -121,7 +123,7 @@ if has sanitizer; then
     done > "$jobs"
     sanitize() { # tool binary test pair
         local name="$1-$2-${3//::/-}-${4//:/_}" extra=()
-        [ "$1" = racecheck ] && extra=(GPUHASH_REGION_BUILD=1 GPUHASH_NVRTC_FLAGS=-DGH_REGION_SYNC_LOAD)
+        [ "$1" = racecheck ] && extra=(GPUHASH_TEST_REGION=always GPUHASH_NVRTC_FLAGS=-DGH_REGION_SYNC_LOAD)
         [ "$4" != all ] && extra+=(GPUHASH_TEST_PAIRS="$4")
         env GPUHASH_TEST_SCALE=small "${extra[@]}" GPUHASH_CACHE_DIR="$here/.kernel-cache-$1" \
             timeout "${SANITIZER_TIMEOUT:-900}" compute-sanitizer --tool "$1" --error-exitcode 99 \

@@ -39,6 +39,7 @@ mod error;
 pub mod fault;
 mod growth;
 mod memory;
+mod region_build;
 pub mod routed;
 mod table;
 
@@ -54,6 +55,7 @@ pub use crate::core::scheme::Scheme;
 pub use device::Device;
 pub use error::{Error, NotStored, Result};
 pub use memory::Memory;
+pub use region_build::RegionBuild;
 pub use routed::paged::{Paging, PagingStats, Residency};
 pub use routed::sharded::Sharding;
 pub use table::{Builder, HashTable, InsertReport, Stats};

@@ -9,7 +9,7 @@ use crate::core::scheme::Scheme;
 use crate::growth::{checked_slots, Grower, Policy};
 use crate::routed::paged::{PagedTable, Paging};
 use crate::routed::sharded::{ShardedTable, Sharding};
-use crate::{Device, Error, Memory, Result};
+use crate::{Device, Error, Memory, RegionBuild, Result};
 
 /// What a bulk insert did.
 ///
@@ -58,6 +58,7 @@ pub struct Builder {
     seed: u64,
     scheme: Scheme,
     memory: Memory,
+    region_build: RegionBuild,
     paging: Option<Paging>,
     sharding: Option<Sharding>,
 }
@@ -73,6 +74,7 @@ impl Default for Builder {
             seed: DEFAULT_SEED,
             scheme: Scheme::Linear,
             memory: Memory::Device,
+            region_build: RegionBuild::Auto,
             paging: None,
             sharding: None,
         }
@@ -134,6 +136,32 @@ impl Builder {
     /// [`Error::OutOfMemory`], checked before allocating).
     pub fn memory(mut self, memory: Memory) -> Self {
         self.memory = memory;
+        self
+    }
+    /// When bulk inserts take the region build, the CUDA backend's fast
+    /// path for large batches of the linear scheme (default
+    /// [`RegionBuild::Auto`], the measured choice): [`RegionBuild::Never`]
+    /// keeps its scratch memory off the device, [`RegionBuild::Always`] and
+    /// [`RegionBuild::TwoPass`] force it (and its two-pass partition) for
+    /// tests. Results follow the same contract whatever the setting; on the
+    /// CPU and wgpu backends and the other schemes it changes nothing.
+    /// Rehashes, growth and every page or shard keep it.
+    ///
+    /// ```
+    /// use gpuhash::{Device, HashTable, RegionBuild};
+    ///
+    /// let mut t = HashTable::<u32, u32>::builder()
+    ///     .device(Device::best_available())
+    ///     .capacity(1 << 16)
+    ///     .region_build(RegionBuild::Never) // every insert a thread per key
+    ///     .build::<u32, u32>()?;
+    /// let keys: Vec<u32> = (0..1 << 14).collect();
+    /// t.insert_or_assign(&keys, &keys)?;
+    /// assert_eq!(t.find(&[7, 1 << 20])?, vec![Some(7), None]);
+    /// # Ok::<(), gpuhash::Error>(())
+    /// ```
+    pub fn region_build(mut self, region_build: RegionBuild) -> Self {
+        self.region_build = region_build;
         self
     }
     /// Splits the table into pages held in host memory, at most
@@ -204,7 +232,8 @@ impl Builder {
         }
         self.scheme.validate().map_err(Error::Unsupported)?;
         let slots = checked_slots::<K, V>(self.scheme, self.capacity)?;
-        let config = Config { slots, max_probe_buckets, seed: self.seed, scheme: self.scheme, memory: self.memory };
+        let (seed, scheme, memory, region_build) = (self.seed, self.scheme, self.memory, self.region_build);
+        let config = Config { slots, max_probe_buckets, seed, scheme, memory, region_build };
         let backend: Box<dyn Backend<K, V>> = match (self.paging, self.sharding) {
             (None, None) => backend::create(self.device, config)?,
             (Some(paging), None) => Box::new(PagedTable::new(self.device, config, self.capacity, paging)?),

@@ -6,7 +6,7 @@
 
 use crate::core::keys::{Key, Reduce, Value};
 use crate::core::scheme::Scheme;
-use crate::{Device, Error, Memory, Result};
+use crate::{Device, Error, Memory, RegionBuild, Result};
 
 pub mod cpu;
 pub(crate) mod hashinator;
@@ -72,6 +72,8 @@ pub struct Config {
     pub scheme: Scheme,
     /// Where the slots live (kept across rehashes).
     pub memory: Memory,
+    /// When bulk inserts take the region build (CUDA linear scheme only).
+    pub region_build: RegionBuild,
 }
 
 /// The slot work of a table. Implemented once per device.

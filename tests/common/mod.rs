@@ -14,7 +14,8 @@ pub mod suite;
 use std::collections::{HashMap, HashSet};
 use std::fmt;
 
-use gpuhash::{Builder, Device, Error, HashTable, InsertReport, Key, NotStored, Paging, Reduce, Scheme, Sharding, Value};
+use gpuhash::{Builder, Device, Error, HashTable, InsertReport, Key, NotStored, Paging, Reduce, RegionBuild};
+use gpuhash::{Scheme, Sharding, Value};
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use rand_pcg::Pcg64;
@@ -208,10 +209,24 @@ pub fn usable(dev: Target) -> Option<Target> {
     }
 }
 
+/// The region build the tables of this run take: `GPUHASH_TEST_REGION`
+/// (`auto`, the default, `never`, `always` or `two-pass`), so the GPU
+/// bundle runs the same suites with the region build, and its two-pass
+/// partition, forced on their small tables (see [`RegionBuild`]).
+pub fn region_build() -> RegionBuild {
+    match std::env::var("GPUHASH_TEST_REGION").as_deref() {
+        Err(_) | Ok("auto") => RegionBuild::Auto,
+        Ok("never") => RegionBuild::Never,
+        Ok("always") => RegionBuild::Always,
+        Ok("two-pass") => RegionBuild::TwoPass,
+        Ok(other) => panic!("GPUHASH_TEST_REGION={other:?}: expected auto, never, always or two-pass"),
+    }
+}
+
 /// A builder on `dev`'s device, scheme and paging or sharding, with the
-/// defaults otherwise.
+/// run's region build ([`region_build`]) and the defaults otherwise.
 pub fn builder(dev: Target) -> Builder {
-    let b = Builder::default().device(dev.device).scheme(dev.scheme);
+    let b = Builder::default().device(dev.device).scheme(dev.scheme).region_build(region_build());
     let b = match dev.paging {
         Some(p) => b.paged(p),
         None => b,

@@ -6,7 +6,7 @@ use gpuhash::backend::cuda::CudaTable;
 use gpuhash::backend::InsertMode;
 use gpuhash::cudarc::driver::sys::CUevent_flags;
 use gpuhash::cudarc::driver::CudaSlice;
-use gpuhash::{Device, Error as TableError, HashTable, Reduce, Value};
+use gpuhash::{Device, Error as TableError, HashTable, Reduce, RegionBuild, Value};
 
 use super::grid::{check_hits, prefilled_table, rejected_of, Case, Op, Sample, Target};
 use super::keys::{GenKey, Workload};
@@ -26,6 +26,7 @@ struct Buffers<K: GenKey, V: Value> {
 pub(crate) struct CudaTarget<K: GenKey, V: Value> {
     device: Device,
     scheme: String,
+    region_build: RegionBuild,
     table: Option<HashTable<K, V>>,
     bufs: Option<Buffers<K, V>>,
     probes: Option<f64>,
@@ -33,8 +34,8 @@ pub(crate) struct CudaTarget<K: GenKey, V: Value> {
 }
 
 impl<K: GenKey, V: Value> CudaTarget<K, V> {
-    pub(crate) fn new(device: Device, scheme: &str) -> Self {
-        CudaTarget { device, scheme: scheme.into(), table: None, bufs: None, probes: None, stored: 0 }
+    pub(crate) fn new(device: Device, scheme: &str, region_build: RegionBuild) -> Self {
+        CudaTarget { device, scheme: scheme.into(), region_build, table: None, bufs: None, probes: None, stored: 0 }
     }
 
     fn err(&self, source: TableError) -> BenchError {
@@ -74,7 +75,7 @@ impl<K: GenKey, V: Value> Target<K, V> for CudaTarget<K, V> {
 
     fn prepare(&mut self, case: &Case, w: &Workload<K, V>) -> Result<(), BenchError> {
         self.reset();
-        let (table, stored) = prefilled_table(self.device, &self.scheme, case, w).map_err(|e| self.err(e))?;
+        let (table, stored) = prefilled_table(self.device, &self.scheme, self.region_build, case, w).map_err(|e| self.err(e))?;
         self.stored = stored;
         let stream = table.cuda().expect("a CUDA table").stream().clone();
         let n = w.keys.len().max(w.find_keys.len());

@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use gpuhash::core::capacity::round_slots;
 use gpuhash::core::layout::Word;
-use gpuhash::{Device, Error as TableError, HashTable, Key, Reduce, Value};
+use gpuhash::{Device, Error as TableError, HashTable, Key, Reduce, RegionBuild, Value};
 use indicatif::ProgressBar;
 
 use super::keys::{rep_seed, GenKey, Workload};
@@ -181,6 +181,8 @@ pub(crate) struct Case {
 pub(crate) struct GridSpec {
     pub device: Device,
     pub schemes: Vec<String>,
+    /// When the gpuhash tables take the CUDA region build.
+    pub region_build: RegionBuild,
     pub peers: bool,
     pub ops: Vec<Op>,
     pub key_bits: Vec<u32>,
@@ -287,6 +289,7 @@ pub(crate) trait Target<K: GenKey, V: Value> {
 pub(crate) struct TableTarget<K: Key, V: Value> {
     device: Device,
     scheme: String,
+    region_build: RegionBuild,
     table: Option<HashTable<K, V>>,
     out_values: Vec<V>,
     found: Vec<bool>,
@@ -296,10 +299,11 @@ pub(crate) struct TableTarget<K: Key, V: Value> {
 }
 
 impl<K: Key, V: Value> TableTarget<K, V> {
-    pub(crate) fn new(device: Device, scheme: &str) -> Self {
+    pub(crate) fn new(device: Device, scheme: &str, region_build: RegionBuild) -> Self {
         TableTarget {
             device,
             scheme: scheme.to_string(),
+            region_build,
             table: None,
             out_values: Vec::new(),
             found: Vec::new(),
@@ -338,6 +342,7 @@ pub(crate) fn rejected_of(r: Result<gpuhash::InsertReport, TableError>) -> Resul
 pub(crate) fn prefilled_table<K: GenKey, V: Value>(
     device: Device,
     scheme: &str,
+    region_build: RegionBuild,
     case: &Case,
     w: &Workload<K, V>,
 ) -> Result<(HashTable<K, V>, u64), TableError> {
@@ -345,6 +350,7 @@ pub(crate) fn prefilled_table<K: GenKey, V: Value>(
     let mut table: HashTable<K, V> = HashTable::<K, V>::builder()
         .device(device)
         .scheme(scheme)
+        .region_build(region_build)
         .capacity(case.slots)
         .max_load_factor(1.0)
         .growth(false)
@@ -401,7 +407,7 @@ impl<K: GenKey, V: Value> Target<K, V> for TableTarget<K, V> {
 
     fn prepare(&mut self, case: &Case, w: &Workload<K, V>) -> Result<(), BenchError> {
         self.reset();
-        let (table, stored) = prefilled_table(self.device, &self.scheme, case, w).map_err(|e| self.err(e))?;
+        let (table, stored) = prefilled_table(self.device, &self.scheme, self.region_build, case, w).map_err(|e| self.err(e))?;
         self.table = Some(table);
         self.stored = stored;
         if !case.op.builds_table() {
@@ -470,11 +476,11 @@ impl<K: GenKey, V: Value> Target<K, V> for TableTarget<K, V> {
 
 /// The gpuhash table on `device`: on a CUDA GPU, the target that keeps keys
 /// in device memory and times with CUDA events; elsewhere the host-timed one.
-fn table_target<K: GenKey, V: Value>(device: Device, scheme: &str) -> Box<dyn Target<K, V>> {
+fn table_target<K: GenKey, V: Value>(device: Device, scheme: &str, region: RegionBuild) -> Box<dyn Target<K, V>> {
     match device {
         #[cfg(feature = "cuda")]
-        Device::Cuda(_) => Box::new(super::cuda::CudaTarget::<K, V>::new(device, scheme)),
-        _ => Box::new(TableTarget::<K, V>::new(device, scheme)),
+        Device::Cuda(_) => Box::new(super::cuda::CudaTarget::<K, V>::new(device, scheme, region)),
+        _ => Box::new(TableTarget::<K, V>::new(device, scheme, region)),
     }
 }
 
@@ -504,7 +510,7 @@ fn run_typed<K: GenKey, V: Value>(
     rec: &mut Recorder,
     stop: &AtomicBool,
 ) -> Result<(), BenchError> {
-    let mut targets: Vec<Box<dyn Target<K, V>>> = spec.schemes.iter().map(|s| table_target(spec.device, s)).collect();
+    let mut targets: Vec<Box<dyn Target<K, V>>> = spec.schemes.iter().map(|s| table_target(spec.device, s, spec.region_build)).collect();
     if spec.peers {
         targets.extend(peers::all::<K, V>());
     }

@@ -25,7 +25,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use clap::Args;
-use gpuhash::Device;
+use gpuhash::{Device, RegionBuild};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use defaults::Preset;
@@ -122,6 +122,23 @@ fn parse_batches(s: &str) -> Result<List<Batch>, String> {
     })
 }
 
+/// The names `--region-build` takes, and that run_info reports.
+const REGION_BUILDS: [(&str, RegionBuild); 4] = [
+    ("auto", RegionBuild::Auto),
+    ("never", RegionBuild::Never),
+    ("always", RegionBuild::Always),
+    ("two-pass", RegionBuild::TwoPass),
+];
+
+fn parse_region_build(s: &str) -> Result<RegionBuild, String> {
+    let known = REGION_BUILDS.iter().find(|(name, _)| *name == s).map(|&(_, r)| r);
+    known.ok_or_else(|| format!("region build '{s}' is not one of auto, never, always, two-pass"))
+}
+
+fn region_build_name(r: RegionBuild) -> &'static str {
+    REGION_BUILDS.iter().find(|&&(_, x)| x == r).map_or("?", |&(name, _)| name)
+}
+
 /// `all`, or scheme names as `gpuhash::Scheme` parses them (kept as their
 /// canonical names, which label the results).
 fn parse_schemes(s: &str) -> Result<List<String>, String> {
@@ -174,6 +191,13 @@ pub(crate) struct BenchArgs {
     /// Table schemes, comma-separated, or all
     #[arg(long, value_parser = parse_schemes)]
     scheme: Option<List<String>>,
+    /// When the gpuhash tables take the CUDA region build (large batches of
+    /// the linear scheme): auto (the library's default), never (a thread per
+    /// key, to measure what the region build gains), always (every batch
+    /// large enough, at any load), two-pass (always, with the two-pass
+    /// partition); changes nothing on other devices and schemes
+    #[arg(long, value_parser = parse_region_build, value_name = "WHEN")]
+    region_build: Option<RegionBuild>,
     /// Timed repetitions per measurement (after one warm-up)
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1000))]
     reps: Option<u64>,
@@ -272,6 +296,7 @@ fn resolve(args: &BenchArgs, device: Device) -> Result<Settings, BenchError> {
     let grid = GridSpec {
         device,
         schemes,
+        region_build: args.region_build.unwrap_or_default(),
         peers: !args.no_peers,
         ops: args.ops.as_ref().map_or(p.ops.to_vec(), |l| l.0.clone()),
         key_bits: pick(&args.keys, p.key_bits),
@@ -328,6 +353,7 @@ fn settings_lines(s: &Settings) -> Vec<(String, String)> {
     vec![
         ("preset".into(), s.preset.into()),
         ("schemes".into(), g.schemes.join(",")),
+        ("region_build".into(), region_build_name(g.region_build).into()),
         ("peers".into(), g.peers.to_string()),
         ("limits".into(), s.limits.to_string()),
         ("ops".into(), join(g.ops.iter().map(|o| o.name().to_string()).collect())),
@@ -563,5 +589,19 @@ mod tests {
         assert_eq!(quick.grid.batches, vec![Batch::All]);
         let full = resolve(&bench_args(&["bench", "--full"]), Device::Cpu).unwrap();
         assert!(full.grid.batches.contains(&Batch::Keys(1 << 20)));
+    }
+
+    #[test]
+    fn region_build_flag() {
+        for (name, r) in REGION_BUILDS {
+            assert_eq!(parse_region_build(name), Ok(r));
+            assert_eq!(region_build_name(r), name);
+        }
+        assert!(parse_region_build("on").is_err());
+        let s = resolve(&bench_args(&["bench", "--region-build", "never"]), Device::Cpu).unwrap();
+        assert_eq!(s.grid.region_build, RegionBuild::Never);
+        let s = resolve(&bench_args(&["bench"]), Device::Cpu).unwrap();
+        assert_eq!(s.grid.region_build, RegionBuild::Auto, "the library's default");
+        assert!(settings_lines(&s).contains(&("region_build".into(), "auto".into())));
     }
 }

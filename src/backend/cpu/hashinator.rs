@@ -51,7 +51,7 @@ impl<K: Key, V: Value> CpuTable<K, V> {
             };
             let h = p.home_slot(k);
             let stays = if slotwise {
-                (first..=first + j as u64).contains(&h) && gap.map_or(true, |g| g < h - first)
+                (first..=first + j as u64).contains(&h) && gap.is_none_or(|g| g < h - first)
             } else {
                 h == first
             };
@@ -209,7 +209,8 @@ mod tests {
     use crate::backend::{Backend, Config, InsertMode};
 
     fn table(scheme: Scheme, slots: u64, limit: u64) -> CpuTable<u32, u32> {
-        let config = Config { slots, max_probe_buckets: limit, seed: 7, scheme, memory: crate::Memory::Device };
+        let (memory, region_build) = (crate::Memory::Device, crate::RegionBuild::Auto);
+        let config = Config { slots, max_probe_buckets: limit, seed: 7, scheme, memory, region_build };
         CpuTable::new(config).unwrap()
     }
 

@@ -193,7 +193,7 @@ impl<'a, Wd: Word> RobinHood<'a, Wd> {
                 SlotState::Full(k) => {
                     let d = self.s.probe.displacement(k, b);
                     l.poorer |= d >= j;
-                    if l.richest.map_or(true, |(_, r)| d < r) {
+                    if l.richest.is_none_or(|(_, r)| d < r) {
                         l.richest = Some((i, d));
                     }
                 }

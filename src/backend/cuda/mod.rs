@@ -111,23 +111,16 @@ fn mode_codes(mode: InsertMode) -> (u32, u32) {
     }
 }
 
-/// Default cap on blocks per SM: none, one thread per key. Measured on an
+/// Cap on blocks per SM: none, one thread per key. Measured on an
 /// H200 (u32 keys, 2^27 slots, load 0.5): a grid-stride loop over 8 or 64
 /// blocks per SM found keys at 25 and 29 G/s, one thread per key at 33 G/s,
 /// and inserts went from 7.8 to 12.7 G/s; the kernels' loops wait on each
 /// key's memory round trips, so more, shorter-lived threads keep more loads
-/// in flight. `GPUHASH_BLOCKS_PER_SM` caps the grid for experiments.
+/// in flight.
 const BLOCKS_PER_SM: u64 = u64::MAX / (1 << 32);
 
-fn blocks_per_sm() -> u64 {
-    static V: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
-    *V.get_or_init(|| {
-        std::env::var("GPUHASH_BLOCKS_PER_SM").ok().and_then(|v| v.parse().ok()).filter(|&v| v > 0).unwrap_or(BLOCKS_PER_SM)
-    })
-}
-
 fn grid(n: u64, sms: u64) -> LaunchConfig {
-    let blocks = n.div_ceil(BLOCK as u64).clamp(1, sms.saturating_mul(blocks_per_sm()).min(i32::MAX as u64));
+    let blocks = n.div_ceil(BLOCK as u64).clamp(1, sms.saturating_mul(BLOCKS_PER_SM).min(i32::MAX as u64));
     LaunchConfig { grid_dim: (blocks as u32, 1, 1), block_dim: (BLOCK, 1, 1), shared_mem_bytes: 0 }
 }
 
@@ -346,7 +339,8 @@ impl<K: Key, V: Value> CudaTable<K, V> {
 
     fn insert_raw(&mut self, keys: &CudaView<'_, K>, values: &CudaView<'_, V>, mode: InsertMode) -> Result<RawInsert> {
         let n = keys.len() as u64;
-        let chunk = region::chunk_len(n, mode, self.live, self.config.slots, self.probe.buckets);
+        let (slots, buckets, setting) = (self.config.slots, self.probe.buckets, self.config.region_build);
+        let chunk = region::chunk_len(n, mode, self.live, slots, buckets, setting);
         let (Some(chunk), Some(_)) = (chunk, &self.kernels.region) else {
             return self.insert_plain(keys, values, mode);
         };

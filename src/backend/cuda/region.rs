@@ -49,23 +49,19 @@
 //! full; insert-or-apply batches, which mostly repeat keys, whenever the
 //! table is at most 96% full before, in chunks of up to max(slots, 2^26)
 //! keys (see [`chunk_len`] for the figures). If the scratch cannot be
-//! allocated, the batch takes the plain kernel. `GPUHASH_REGION_BUILD=0`
-//! turns the region build off, `=1` takes it for every batch that suits it
-//! whatever the load (the tests use that to reach it at every load).
-//! `GPUHASH_REGION_TRACE=1` prints the device milliseconds of each phase of
-//! every region build to stderr; `GPUHASH_REGION_TWO_PASS=1` takes the
-//! two-pass partition for tables of three regions or more (the tests' tables
-//! would otherwise take one), `GPUHASH_REGION_ONE_PASS=N` one pass for up
-//! to N regions (at most 4096), and `GPUHASH_REGION_WAVES2=N` runs pass 2 in
-//! N waves of blocks (default 8, at most 64): knobs for measuring.
+//! allocated, the batch takes the plain kernel. The table's
+//! [`RegionBuild`] setting turns the region build off, or takes it for
+//! every batch that suits it whatever the load (the tests use that to reach
+//! it at every load, and to reach the two-pass partition on their small
+//! tables).
 
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, OnceLock};
 
-use cudarc::driver::sys::{CUevent_flags, CUfunction_attribute};
+use cudarc::driver::sys::CUfunction_attribute;
 use cudarc::driver::{
-    CudaEvent, CudaFunction, CudaModule, CudaSlice, CudaStream, CudaView, DeviceRepr, DriverError, LaunchConfig,
+    CudaFunction, CudaModule, CudaSlice, CudaStream, CudaView, DeviceRepr, DriverError, LaunchConfig,
     PushKernelArg,
 };
 
@@ -73,7 +69,7 @@ use super::CudaTable;
 use crate::backend::{InsertMode, RawInsert};
 use crate::core::keys::{Key, Value};
 use crate::core::layout::{Word, BUCKET_BYTES};
-use crate::{Device, Error, Result};
+use crate::{Device, Error, RegionBuild, Result};
 
 /// Bytes of table one block builds: 64 KiB leaves room for three blocks per
 /// SM in the 228 KiB of an H100/H200, and makes 2^27 eight-byte slots 16 Ki
@@ -83,7 +79,9 @@ const REGION_BYTES: u64 = 64 << 10;
 const REGION_BUCKETS: u64 = REGION_BYTES / BUCKET_BYTES as u64;
 /// Threads per block of the partition and build kernels (`GH_PART_THREADS`).
 const THREADS: u32 = 512;
-/// Regions sorted in one partition pass; more take two.
+/// Regions sorted in one partition pass; more take two. (Measured on an
+/// H200, `bench-results/h200-apply/one_pass_sweep.txt`: for 1024 and 2048
+/// regions, two passes beat one.)
 const ONE_PASS_REGIONS: u64 = 256;
 /// Most regions: bins of a pass (at most 2^12) are u16 in the kernels.
 const MAX_REGIONS: u64 = 1 << 24;
@@ -178,44 +176,17 @@ struct Plan {
     parts2: u64,
 }
 
-/// `GPUHASH_REGION_TWO_PASS=1`: two partition passes whenever there are
-/// more than two regions, so the tests' small tables reach the second pass.
-fn force_two_pass() -> bool {
-    static ON: OnceLock<bool> = OnceLock::new();
-    *ON.get_or_init(|| std::env::var("GPUHASH_REGION_TWO_PASS").is_ok_and(|v| v == "1"))
-}
-
-/// Regions sorted in one pass: `ONE_PASS_REGIONS`, or the value of
-/// `GPUHASH_REGION_ONE_PASS` (at most 4096, the most bins of a pass), for
-/// measuring where one pass stops paying.
-fn one_pass_regions() -> u64 {
-    static N: OnceLock<u64> = OnceLock::new();
-    *N.get_or_init(|| env_number("GPUHASH_REGION_ONE_PASS").map_or(ONE_PASS_REGIONS, |n| n.min(1 << 12)))
-}
-
-/// Waves of pass-2 blocks: `SCATTER2_WAVES`, or the value of
-/// `GPUHASH_REGION_WAVES2`, for measuring how finely pass 2 splits its bins.
-fn scatter2_waves() -> u64 {
-    static N: OnceLock<u64> = OnceLock::new();
-    *N.get_or_init(|| env_number("GPUHASH_REGION_WAVES2").unwrap_or(SCATTER2_WAVES).clamp(1, 64))
-}
-
-/// The number a measuring knob is set to, if it is set to one.
-fn env_number(var: &str) -> Option<u64> {
-    std::env::var(var).ok().and_then(|v| v.parse().ok())
-}
-
 impl Plan {
     fn new(n: u64, regions: u64, sms: u64, word_bytes: usize, two_pass: bool) -> Plan {
         // Two digits of about equal width: a few hundred bins per pass for
         // 2^14 regions, so runs of one bin in a 4096-key tile are long.
-        let one_pass = regions <= one_pass_regions() && !two_pass;
+        let one_pass = regions <= ONE_PASS_REGIONS && !two_pass;
         let shift = if one_pass { 0 } else { (u64::BITS - (regions - 1).leading_zeros()) / 2 };
         let bins1 = regions.div_ceil(1 << shift);
         let blocks = (sms * PART_BLOCKS_PER_SM).max(1);
         let parts1 = n.div_ceil(tile(word_bytes)).clamp(1, blocks);
         // No more parts of a pass-1 bin than it has tiles, on average.
-        let parts2 = (blocks * scatter2_waves() / bins1).min(n.div_ceil(bins1 * tile(word_bytes))).max(1);
+        let parts2 = (blocks * SCATTER2_WAVES / bins1).min(n.div_ceil(bins1 * tile(word_bytes))).max(1);
         Plan { regions, shift, bins1, parts1, parts2 }
     }
 
@@ -283,7 +254,7 @@ impl RegionScratch {
 }
 
 fn ensure<T: DeviceRepr>(stream: &Arc<CudaStream>, slot: &mut Option<CudaSlice<T>>, len: usize) -> Result<()> {
-    if !slot.as_ref().is_some_and(|s| s.len() >= len) {
+    if slot.as_ref().is_none_or(|s| s.len() < len) {
         *slot = None; // free the old buffer before taking a larger one
         let ordinal = stream.context().ordinal();
         crate::fault::alloc_point((len.max(1) * std::mem::size_of::<T>()) as u64, Device::Cuda(ordinal))?;
@@ -328,23 +299,12 @@ impl Drop for Taken {
 }
 
 /// Frees the scratch memory the region build keeps on CUDA device `ordinal`
-/// for later builds (see `GPUHASH_REGION_BUILD`); returns the bytes freed.
+/// for later builds (see [`RegionBuild::Never`]); returns the bytes freed.
 /// A later region build allocates it again. Safe to call at any time: a
 /// build running meanwhile keeps its buffers until it ends.
 pub fn release_scratch(ordinal: usize) -> usize {
     let taken = cache().lock().unwrap_or_else(|p| p.into_inner()).remove(&ordinal);
     taken.map_or(0, |s| s.bytes())
-}
-
-/// `GPUHASH_REGION_BUILD`: `Some(false)` for `0` (never), `Some(true)` for
-/// `1` (whenever a batch suits), `None` when unset (by the final load).
-fn forced() -> Option<bool> {
-    static ON: OnceLock<Option<bool>> = OnceLock::new();
-    *ON.get_or_init(|| match std::env::var("GPUHASH_REGION_BUILD").as_deref() {
-        Ok("0") => Some(false),
-        Ok("1") => Some(true),
-        _ => None,
-    })
 }
 
 /// Whether a build of `n` keys into a table of `slots` slots and `buckets`
@@ -373,9 +333,16 @@ const MAX_CHUNK: u64 = 1 << 26;
 /// to the plain kernel.)
 /// Insert-or-apply batches mostly repeat keys, so their final load is not
 /// known: they take it whenever the table is at most 96% full before, in
-/// chunks of up to max(slots, 2^26) keys. `GPUHASH_REGION_BUILD` overrides
-/// the load rules.
-pub(crate) fn chunk_len(n: u64, mode: InsertMode, live: u64, slots: u64, buckets: u64) -> Option<u64> {
+/// chunks of up to max(slots, 2^26) keys. `setting` may override the load
+/// rules ([`RegionBuild`]).
+pub(crate) fn chunk_len(
+    n: u64,
+    mode: InsertMode,
+    live: u64,
+    slots: u64,
+    buckets: u64,
+    setting: RegionBuild,
+) -> Option<u64> {
     let within = |keys: u64| (live as u128 + keys as u128) * 100 <= slots as u128 * 96;
     let (by_load, cap) = match mode {
         InsertMode::Apply(_) => (within(0), slots.max(MAX_CHUNK)),
@@ -383,50 +350,7 @@ pub(crate) fn chunk_len(n: u64, mode: InsertMode, live: u64, slots: u64, buckets
     };
     let chunks = n.div_ceil(cap.min(u32::MAX as u64 - 1)).max(1);
     let chunk = n.div_ceil(chunks);
-    (forced().unwrap_or(by_load) && suits(chunk, slots, buckets)).then_some(chunk)
-}
-
-/// `GPUHASH_REGION_TRACE=1`: events between the phases of a build, printed
-/// as device milliseconds per phase (diagnostics: errors are ignored).
-struct Trace {
-    start: CudaEvent,
-    marks: Vec<(&'static str, CudaEvent)>,
-    host: std::time::Instant,
-}
-
-impl Trace {
-    fn new(stream: &Arc<CudaStream>) -> Option<Trace> {
-        static ON: OnceLock<bool> = OnceLock::new();
-        if !*ON.get_or_init(|| std::env::var("GPUHASH_REGION_TRACE").is_ok_and(|v| v == "1")) {
-            return None;
-        }
-        let start = stream.record_event(Some(CUevent_flags::CU_EVENT_DEFAULT)).ok()?;
-        Some(Trace { start, marks: Vec::new(), host: std::time::Instant::now() })
-    }
-
-    /// Ends phase `name` at the work queued on `stream` so far.
-    fn mark(trace: &mut Option<Trace>, stream: &Arc<CudaStream>, name: &'static str) {
-        if let Some(t) = trace {
-            if let Ok(e) = stream.record_event(Some(CUevent_flags::CU_EVENT_DEFAULT)) {
-                t.marks.push((name, e));
-            }
-        }
-    }
-
-    fn report(trace: Option<Trace>, n: u64, plan: &Plan, deferred: u64) {
-        let Some(t) = trace else { return };
-        let mut line = format!("gpuhash region build: {n} keys, {} regions", plan.regions);
-        let mut prev = &t.start;
-        let mut total = 0.0;
-        for (name, e) in &t.marks {
-            let ms = prev.elapsed_ms(e).unwrap_or(f32::NAN);
-            total += ms;
-            line += &format!(", {name} {ms:.3}");
-            prev = e;
-        }
-        let host = t.host.elapsed().as_secs_f64() * 1e3;
-        eprintln!("{line} ms; device {total:.3} ms, host {host:.3} ms, {deferred} deferred");
-    }
+    (setting.forced().unwrap_or(by_load) && suits(chunk, slots, buckets)).then_some(chunk)
 }
 
 impl<K: Key, V: Value> CudaTable<K, V> {
@@ -448,11 +372,11 @@ impl<K: Key, V: Value> CudaTable<K, V> {
         };
         let n = keys.len() as u64;
         let word = K::Word::<V>::BYTES;
-        let plan = Plan::new(n, self.probe.buckets.div_ceil(REGION_BUCKETS), self.sms, word, force_two_pass());
+        let regions = self.probe.buckets.div_ceil(REGION_BUCKETS);
+        let plan = Plan::new(n, regions, self.sms, word, self.config.region_build.two_pass());
         let stream = self.stream.clone();
         let ordinal = self.ctx.ordinal();
         let dev = move |err| super::driver_error(ordinal, err);
-        let mut trace = Trace::new(&stream);
 
         let mut taken = Taken::new(ordinal);
         if taken.scratch.reserve(&stream, n, word, &plan).is_err() {
@@ -460,7 +384,6 @@ impl<K: Key, V: Value> CudaTable<K, V> {
             drop(taken);
             return self.insert_plain(keys, values, mode);
         }
-        Trace::mark(&mut trace, &stream, "alloc");
         self.reset_counters()?;
         let (m, op) = super::mode_codes(mode);
         let view = self.kernel_view();
@@ -502,7 +425,6 @@ impl<K: Key, V: Value> CudaTable<K, V> {
         // entries, the cursors regions, seg_off bins1 + 1 and cursor1 bins1
         // (the last two written only with two passes).
         unsafe { b.launch(scan_cfg) }.map_err(dev)?;
-        Trace::mark(&mut trace, &stream, "hist");
 
         // Pass 1: the batch by `region >> shift`, into `mid` (two passes) or
         // straight into the region bins (one pass).
@@ -514,7 +436,6 @@ impl<K: Key, V: Value> CudaTable<K, V> {
         // (the counts sum to at most n), the deferred list n words, the
         // cursors one per bin.
         unsafe { b.launch(part(plan.parts1, 1, scatter_shared_bytes(word, plan.bins1))) }.map_err(dev)?;
-        Trace::mark(&mut trace, &stream, "scatter1");
 
         if plan.two_pass() {
             // Pass 2: each pass-1 bin by `region & (2^shift - 1)`, into the region bins.
@@ -523,7 +444,6 @@ impl<K: Key, V: Value> CudaTable<K, V> {
             // Safety: arguments match gh_region_scatter2; pass 1 filled
             // mid_words[..seg_off[bins1]], and the region bins hold as many.
             unsafe { b.launch(part(plan.parts2, plan.bins1, scatter_shared_bytes(word, 1 << shift))) }.map_err(dev)?;
-            Trace::mark(&mut trace, &stream, "scatter2");
         }
 
         let cfg = LaunchConfig {
@@ -545,7 +465,6 @@ impl<K: Key, V: Value> CudaTable<K, V> {
         // is at most n, the deferred list holds n words, the spill lists
         // SPILL_BYTES per region.
         unsafe { b.launch(cfg) }.map_err(dev)?;
-        Trace::mark(&mut trace, &stream, "build");
         let spill_cfg = LaunchConfig { shared_mem_bytes: 0, ..cfg };
         let regions = plan.regions;
         let mut b = stream.launch_builder(&rk.spill);
@@ -553,7 +472,6 @@ impl<K: Key, V: Value> CudaTable<K, V> {
         // Safety: arguments match gh_region_spill; the build wrote every
         // region's spill count and the lists they count.
         unsafe { b.launch(spill_cfg) }.map_err(dev)?;
-        Trace::mark(&mut trace, &stream, "spill");
 
         let meta = self.read_meta()?;
         let (inserted, existing, ndeferred) = (meta[0], meta[1], meta[2]);
@@ -561,11 +479,8 @@ impl<K: Key, V: Value> CudaTable<K, V> {
         self.live += inserted;
         let mut out = RawInsert { inserted, existing, failed: Vec::new() };
         if ndeferred > 0 {
-            Trace::mark(&mut trace, &self.stream, "counted");
-            out = self.insert_deferred(rk, keys, mode, &mut taken.scratch, ndeferred, out, &mut trace)?;
-            Trace::mark(&mut trace, &self.stream, "positions");
+            out = self.insert_deferred(rk, keys, mode, &mut taken.scratch, ndeferred, out)?;
         }
-        Trace::report(trace, n, &plan, ndeferred);
         Ok(out)
     }
 
@@ -581,7 +496,6 @@ impl<K: Key, V: Value> CudaTable<K, V> {
         s: &mut RegionScratch,
         ndeferred: u64,
         mut out: RawInsert,
-        trace: &mut Option<Trace>,
     ) -> Result<RawInsert> {
         let nd = ndeferred as usize;
         let deferred = s.deferred.as_ref().expect("reserved").slice(0..nd * K::Word::<V>::BYTES);
@@ -604,10 +518,8 @@ impl<K: Key, V: Value> CudaTable<K, V> {
         b.arg(&deferred).arg(&ndeferred).arg(&mut *dk).arg(&mut *dv);
         // Safety: arguments match gh_unpack_pairs; the list holds nd words.
         unsafe { b.launch(super::grid(ndeferred, self.sms)) }.map_err(|err| self.err(err))?;
-        Trace::mark(trace, &self.stream, "unpack");
         // A warp per key (gh_insert_wide): these keys' sequences are the table's longest.
         let rest = self.insert_with(&rk.insert_wide, super::grid(ndeferred * 32, self.sms), &dk.as_view(), &dv.as_view(), mode)?;
-        Trace::mark(trace, &self.stream, "deferred");
         out.inserted += rest.inserted;
         out.existing += rest.existing;
         if !rest.failed.is_empty() {
@@ -657,9 +569,7 @@ mod tests {
     fn apply_batches_larger_than_the_table_are_built_in_chunks() {
         let (slots, buckets) = (1u64 << 27, 1u64 << 25);
         let sum = InsertMode::Apply(crate::Reduce::Sum);
-        if forced().is_some() {
-            return; // GPUHASH_REGION_BUILD overrides the load rules tested here
-        }
+        let chunk_len = |n, mode, live, slots, buckets| chunk_len(n, mode, live, slots, buckets, RegionBuild::Auto);
         // 2^30 inputs (16 per key at load 0.5): eight equal chunks of the table's size.
         assert_eq!(chunk_len(1 << 30, sum, 0, slots, buckets), Some(1 << 27));
         assert_eq!(chunk_len(3 << 27, sum, 0, slots, buckets), Some(1 << 27));
@@ -673,6 +583,23 @@ mod tests {
         assert_eq!(chunk_len(1 << 27, InsertMode::Assign, 0, slots, buckets), None);
         // A table already 97% full takes the plain kernel for either.
         assert_eq!(chunk_len(1 << 26, sum, slots / 100 * 97, slots, buckets), None);
+    }
+
+    #[test]
+    fn the_setting_overrides_the_load_rules_not_the_size_rules() {
+        let (slots, buckets) = (1u64 << 27, 1u64 << 25);
+        let full = slots / 100 * 97;
+        for mode in [InsertMode::Assign, InsertMode::Apply(crate::Reduce::Sum)] {
+            let at = |n, live, setting| chunk_len(n, mode, live, slots, buckets, setting);
+            assert_eq!(at(1 << 26, 0, RegionBuild::Never), None, "never, even where it would pay");
+            for forced in [RegionBuild::Always, RegionBuild::TwoPass] {
+                assert_eq!(at(1 << 26, full, forced), Some(1 << 26), "{forced:?} whatever the load");
+                assert_eq!(at(1 << 20, 0, forced), None, "{forced:?}: small batches still take the plain kernel");
+                let one_region = chunk_len(1 << 10, mode, 0, 1 << 12, 1 << 10, forced);
+                assert_eq!(one_region, None, "{forced:?}: one region, nothing to build");
+            }
+        }
+        assert!(RegionBuild::TwoPass.two_pass() && !RegionBuild::Always.two_pass() && !RegionBuild::Auto.two_pass());
     }
 
     #[test]
