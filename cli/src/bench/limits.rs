@@ -44,7 +44,7 @@ pub(crate) fn llc_bytes() -> Option<u64> {
         let (Some(level), Some(size)) = (read("level"), read("size")) else { continue };
         let Ok(level) = level.trim().parse::<u32>() else { continue };
         let Some(bytes) = parse_cache_size(size.trim()) else { continue };
-        if best.map_or(true, |(l, _)| level > l) {
+        if best.is_none_or(|(l, _)| level > l) {
             best = Some((level, bytes));
         }
     }
