@@ -185,8 +185,8 @@ pub(crate) struct BenchArgs {
     #[arg(long, value_parser = parse_schemes)]
     scheme: Option<List<String>>,
     /// Paged tables (CPU and CUDA): table size / device budget, e.g. 1,2,4,8.
-    /// A case of ratio r splits its table (of --sizes slots, as unpaged)
-    /// into resident * r pages in host memory, --resident of them held in
+    /// A case of ratio R splits its table (of --sizes slots, as unpaged)
+    /// into resident * R pages in host memory, --resident of them held in
     /// the device budget at once; 1 = every page fits (the resident
     /// reference). Rows gain the page-ins and write-backs of the timed call
     /// and, with CUDA limits, the share of the bus-bound rate reached; the
