@@ -156,7 +156,7 @@ impl<K: GenKey, V: Value> Target<K, V> for CudaTarget<K, V> {
             let stats = self.table.as_ref().unwrap().stats().map_err(|e| self.err(e))?;
             self.probes = Some(stats.mean_probe_buckets);
         }
-        Ok(Sample { ms, rejected })
+        Ok(Sample { ms, rejected, traffic: None })
     }
 
     fn probes(&self) -> Option<f64> {

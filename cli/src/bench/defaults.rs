@@ -79,6 +79,14 @@ pub(crate) const CLEAN_REINSERTED: f64 = 0.5;
 /// The scheme used when `--scheme` is not given (`--scheme all` runs every
 /// scheme of `gpuhash::Scheme::ALL`).
 pub(crate) const SCHEME: &str = "linear";
+/// Resident pages of a paged case (`--oversub`) unless `--resident` says
+/// otherwise: three let the upload of one page, the kernels on another and
+/// the write-back of a third overlap.
+pub(crate) const RESIDENT: u32 = 3;
+/// Largest `--resident` and `--oversub`: their product is the page count,
+/// and thousands of pages of a few slots each measure only the bookkeeping.
+pub(crate) const MAX_RESIDENT: u32 = 64;
+pub(crate) const MAX_OVERSUB: u64 = 1024;
 /// Loads above this are refused as typos (1.2 is already a 20 % overflow).
 pub(crate) const MAX_LOAD: f64 = 4.0;
 /// Smallest table accepted (the library's minimum).
@@ -126,7 +134,8 @@ pub(crate) fn help_text() -> String {
     };
     format!(
         "Presets (flags replace single axes):\n{}\n{}\nOther defaults: --seed {SEED:#x}, --out {OUT_DIR}, \
-         --multiplicity {MULTIPLICITY}, --mix {}:{}:{}, --scheme {SCHEME}, {WARMUP_REPS} warm-up repetition",
+         --multiplicity {MULTIPLICITY}, --mix {}:{}:{}, --scheme {SCHEME}, {WARMUP_REPS} warm-up repetition; \
+         no --oversub (unpaged tables), --resident {RESIDENT} with it",
         show(&QUICK),
         show(&FULL),
         MIX.insert,

@@ -7,9 +7,10 @@ use std::time::Instant;
 
 use gpuhash::core::capacity::round_slots;
 use gpuhash::core::layout::Word;
-use gpuhash::{Device, Error as TableError, HashTable, Key, Reduce, RegionBuild, Value};
+use gpuhash::{Device, Error as TableError, HashTable, Key, Paging, Reduce, RegionBuild, Value};
 use indicatif::ProgressBar;
 
+use super::bus::Traffic;
 use super::keys::{rep_seed, GenKey, Workload};
 use super::peers;
 use super::record::Recorder;
@@ -156,6 +157,23 @@ impl Mix {
     }
 }
 
+/// The oversubscription of a paged case: a table of `oversub` times the
+/// device budget, split into `resident * oversub` pages of which `resident`
+/// fit the budget.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct CasePaging {
+    /// Table size over device budget (1: every page fits).
+    pub oversub: u32,
+    /// Pages held in the budget at once.
+    pub resident: u32,
+}
+
+impl CasePaging {
+    pub(crate) fn pages(self) -> u32 {
+        self.resident * self.oversub
+    }
+}
+
 /// One cell of the grid (for every target).
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Case {
@@ -174,6 +192,20 @@ pub(crate) struct Case {
     pub multiplicity: u64,
     pub mix: Mix,
     pub round_ops: u64,
+    /// A paged table (`--oversub`), or `None` for an ordinary one.
+    pub paging: Option<CasePaging>,
+}
+
+impl Case {
+    /// Bytes of one page of a paged case. The library splits the capacity
+    /// evenly and rounds each page up to whole buckets, so the pages hold
+    /// up to a bucket each more than `slots` / pages (and `slots` stays the
+    /// capacity asked, the same at every oversubscription).
+    pub(crate) fn page_bytes(&self) -> Option<u64> {
+        let slot_bytes = self.table_bytes / self.slots;
+        let page_slots = |p: CasePaging| self.slots.div_ceil(u64::from(p.pages()));
+        self.paging.map(|p| round_slots(page_slots(p), slot_bytes as usize).unwrap_or(page_slots(p)) * slot_bytes)
+    }
 }
 
 /// Everything the grid needs, resolved from flags and defaults.
@@ -196,6 +228,10 @@ pub(crate) struct GridSpec {
     pub multiplicity: u64,
     pub mix: Mix,
     pub round_ops: u64,
+    /// Table size / device budget of each paged case; empty: unpaged tables.
+    pub oversub: Vec<u32>,
+    /// Resident pages of the paged cases.
+    pub resident: u32,
 }
 
 fn slot_bytes<K: Key, V: Value>() -> u64 {
@@ -212,14 +248,22 @@ fn slot_bytes_of(key_bits: u32, value_bits: u32) -> u64 {
 }
 
 impl GridSpec {
+    /// The paging of each table size: `None` alone when unpaged.
+    fn pagings(&self) -> Vec<Option<CasePaging>> {
+        if self.oversub.is_empty() {
+            return vec![None];
+        }
+        self.oversub.iter().map(|&oversub| Some(CasePaging { oversub, resident: self.resident })).collect()
+    }
+
     /// Every case, in the order they run: key width, value width, size,
-    /// batch, op, load.
+    /// oversubscription, batch, op, load.
     pub(crate) fn cases(&self) -> Vec<Case> {
         let mut out = Vec::new();
         for &key_bits in &self.key_bits {
             for &value_bits in &self.value_bits {
                 let sb = slot_bytes_of(key_bits, value_bits);
-                for &size in &self.sizes {
+                for (&size, paging) in self.sizes.iter().flat_map(|s| self.pagings().into_iter().map(move |p| (s, p))) {
                     let slots = round_slots(size, sb as usize).unwrap_or(size);
                     for &batch in &self.batches {
                         for &op in self.ops.iter().filter(|&&op| batch.applies_to(op)) {
@@ -240,6 +284,7 @@ impl GridSpec {
                                     multiplicity: self.multiplicity,
                                     mix: self.mix,
                                     round_ops: self.round_ops,
+                                    paging,
                                 });
                             }
                         }
@@ -249,7 +294,6 @@ impl GridSpec {
         }
         out
     }
-
 }
 
 /// One timed run.
@@ -258,6 +302,8 @@ pub(crate) struct Sample {
     pub ms: f64,
     /// Keys a full table did not store (growth off).
     pub rejected: u64,
+    /// What the call moved between host and device (paged tables only).
+    pub traffic: Option<Traffic>,
 }
 
 /// Something the grid can time: a gpuhash table on some device, or a peer.
@@ -347,14 +393,17 @@ pub(crate) fn prefilled_table<K: GenKey, V: Value>(
     w: &Workload<K, V>,
 ) -> Result<(HashTable<K, V>, u64), TableError> {
     let scheme: gpuhash::Scheme = scheme.parse().map_err(TableError::Unsupported)?;
-    let mut table: HashTable<K, V> = HashTable::<K, V>::builder()
+    let mut builder = HashTable::<K, V>::builder()
         .device(device)
         .scheme(scheme)
         .region_build(region_build)
         .capacity(case.slots)
         .max_load_factor(1.0)
-        .growth(false)
-        .build()?;
+        .growth(false);
+    if let Some(p) = case.paging {
+        builder = builder.paged(Paging::new(p.pages(), p.resident));
+    }
+    let mut table: HashTable<K, V> = builder.build()?;
     let mut stored = 0;
     if !w.prefill.is_empty() {
         let rejected = rejected_of(table.insert_or_assign(&w.prefill, &w.prefill_values))?;
@@ -426,6 +475,7 @@ impl<K: GenKey, V: Value> Target<K, V> for TableTarget<K, V> {
     fn run(&mut self, case: &Case, w: &Workload<K, V>) -> Result<Sample, BenchError> {
         let mut table = self.table.take().expect("prepare() runs before run()");
         let (vals, found) = (&mut self.out_values, &mut self.found);
+        let paging_before = table.paged().map(|p| p.stats());
         let start = Instant::now();
         let outcome: Result<(u64, u64), TableError> = (|| {
             let t = &mut table;
@@ -451,6 +501,12 @@ impl<K: GenKey, V: Value> Target<K, V> for TableTarget<K, V> {
             })
         })();
         let ms = start.elapsed().as_secs_f64() * 1e3;
+        let traffic = match (paging_before, table.paged(), case.page_bytes()) {
+            (Some(before), Some(p), Some(page_bytes)) => {
+                Some(Traffic::of_call(before, p.stats(), page_bytes, super::bus::io_bytes(case, w)))
+            }
+            _ => None,
+        };
         self.table = Some(table);
         let (rejected, hits) = outcome.map_err(|e| self.err(e))?;
         black_box(hits);
@@ -458,7 +514,7 @@ impl<K: GenKey, V: Value> Target<K, V> for TableTarget<K, V> {
         if case.op.builds_table() {
             self.measure_probes()?;
         }
-        Ok(Sample { ms, rejected })
+        Ok(Sample { ms, rejected, traffic })
     }
 
     fn probes(&self) -> Option<f64> {
@@ -475,12 +531,17 @@ impl<K: GenKey, V: Value> Target<K, V> for TableTarget<K, V> {
 }
 
 /// The gpuhash table on `device`: on a CUDA GPU, the target that keeps keys
-/// in device memory and times with CUDA events; elsewhere the host-timed one.
-fn table_target<K: GenKey, V: Value>(device: Device, scheme: &str, region: RegionBuild) -> Box<dyn Target<K, V>> {
+/// in device memory and times with CUDA events; elsewhere, and for paged
+/// tables (whose pages and keys live in host memory, so their calls take
+/// host buffers), the host-timed one.
+fn table_target<K: GenKey, V: Value>(device: Device, scheme: &str, region: RegionBuild, paged: bool) -> Box<dyn Target<K, V>> {
     match device {
         #[cfg(feature = "cuda")]
-        Device::Cuda(_) => Box::new(super::cuda::CudaTarget::<K, V>::new(device, scheme, region)),
-        _ => Box::new(TableTarget::<K, V>::new(device, scheme, region)),
+        Device::Cuda(_) if !paged => Box::new(super::cuda::CudaTarget::<K, V>::new(device, scheme, region)),
+        _ => {
+            let _ = paged;
+            Box::new(TableTarget::<K, V>::new(device, scheme, region))
+        }
     }
 }
 
@@ -510,7 +571,9 @@ fn run_typed<K: GenKey, V: Value>(
     rec: &mut Recorder,
     stop: &AtomicBool,
 ) -> Result<(), BenchError> {
-    let mut targets: Vec<Box<dyn Target<K, V>>> = spec.schemes.iter().map(|s| table_target(spec.device, s, spec.region_build)).collect();
+    let paged = !spec.oversub.is_empty();
+    let mut targets: Vec<Box<dyn Target<K, V>>> =
+        spec.schemes.iter().map(|s| table_target(spec.device, s, spec.region_build, paged)).collect();
     if spec.peers {
         targets.extend(peers::all::<K, V>());
     }
@@ -520,12 +583,13 @@ fn run_typed<K: GenKey, V: Value>(
         }
         let active: Vec<usize> = (0..targets.len()).filter(|&t| targets[t].supports(case)).collect();
         progress.set_message(format!(
-            "{} k{}/v{} load {} slots {}",
+            "{} k{}/v{} load {} slots {}{}",
             case.op.name(),
             case.key_bits,
             case.value_bits,
             case.load,
-            case.slots
+            case.slots,
+            case.paging.map_or_else(String::new, |p| format!(" oversub {}", p.oversub))
         ));
         let mut samples: Vec<Vec<Sample>> = vec![Vec::new(); targets.len()];
         let mut probes: Vec<Option<f64>> = vec![None; targets.len()];

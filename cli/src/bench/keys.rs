@@ -300,6 +300,7 @@ mod tests {
             multiplicity: 4,
             mix: crate::bench::defaults::MIX,
             round_ops: 1 << 16,
+            paging: None,
         }
     }
 

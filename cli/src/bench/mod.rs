@@ -5,6 +5,7 @@
 //!
 //! The method is described in BENCHMARKS.md at the repository root.
 
+mod bus;
 mod clean;
 #[cfg(feature = "cuda")]
 mod cuda;
@@ -148,6 +149,15 @@ fn parse_schemes(s: &str) -> Result<List<String>, String> {
     list(s, |p| p.parse::<gpuhash::Scheme>().map(|s| s.name()))
 }
 
+/// Table size over device budget: counts in the forms of a size (`4`,
+/// `2^3`), from 1 (every page fits) up.
+fn parse_oversub(s: &str) -> Result<List<u32>, String> {
+    list(s, |p| match parse_count(p) {
+        Some(r @ 1..=defaults::MAX_OVERSUB) => Ok(r as u32),
+        _ => Err(format!("oversub '{p}' must be a whole number from 1 to {}", defaults::MAX_OVERSUB)),
+    })
+}
+
 /// Decimal or `0x` hexadecimal.
 fn parse_seed(s: &str) -> Result<u64, String> {
     let r = match s.strip_prefix("0x") {
@@ -198,6 +208,20 @@ pub(crate) struct BenchArgs {
     /// partition); changes nothing on other devices and schemes
     #[arg(long, value_parser = parse_region_build, value_name = "WHEN")]
     region_build: Option<RegionBuild>,
+    /// Paged tables (CPU and CUDA): table size / device budget, e.g. 1,2,4,8.
+    /// A case of ratio R splits its table (of --sizes slots, as unpaged)
+    /// into resident * R pages in host memory, --resident of them held in
+    /// the device budget at once; 1 = every page fits (the resident
+    /// reference). Rows gain the page-ins and write-backs of the timed call
+    /// and, with CUDA limits, the share of the bus-bound rate reached; the
+    /// peers do not run. Absent: ordinary tables
+    #[arg(long, value_parser = parse_oversub, value_name = "R")]
+    oversub: Option<List<u32>>,
+    /// Pages held in the device budget at once, with --oversub (3: the upload
+    /// of one page, kernels on another and the write-back of a third overlap)
+    #[arg(long, requires = "oversub", value_name = "N",
+          value_parser = clap::value_parser!(u32).range(1..=defaults::MAX_RESIDENT as i64))]
+    resident: Option<u32>,
     /// Timed repetitions per measurement (after one warm-up)
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1000))]
     reps: Option<u64>,
@@ -293,11 +317,20 @@ fn resolve(args: &BenchArgs, device: Device) -> Result<Settings, BenchError> {
     if schemes.is_empty() {
         return Err(BenchError::Usage("no scheme left to run on this device".into()));
     }
+    let oversub = args.oversub.as_ref().map_or(Vec::new(), |l| l.0.clone());
+    let resident = args.resident.unwrap_or(defaults::RESIDENT);
+    let paged = !oversub.is_empty();
+    if paged && !matches!(device, Device::Cpu | Device::Cuda(_)) {
+        return Err(BenchError::Usage(format!("--oversub: paged tables run on the CPU and on CUDA, not on {device}")));
+    }
+    if paged && !args.no_peers {
+        eprintln!("skipped: the peers (--oversub: they have no device budget to oversubscribe)");
+    }
     let grid = GridSpec {
         device,
         schemes,
         region_build: args.region_build.unwrap_or_default(),
-        peers: !args.no_peers,
+        peers: !args.no_peers && !paged,
         ops: args.ops.as_ref().map_or(p.ops.to_vec(), |l| l.0.clone()),
         key_bits: pick(&args.keys, p.key_bits),
         value_bits: pick(&args.values, p.value_bits),
@@ -310,7 +343,20 @@ fn resolve(args: &BenchArgs, device: Device) -> Result<Settings, BenchError> {
         multiplicity: args.multiplicity.unwrap_or(defaults::MULTIPLICITY),
         mix: args.mix.unwrap_or(defaults::MIX),
         round_ops: defaults::MIX_ROUND_OPS,
+        oversub,
+        resident,
     };
+    // Pages below the smallest table would be padded up to it, so the
+    // table would no longer be the size asked for.
+    if let (Some(&r), Some(&smallest)) = (grid.oversub.iter().max(), grid.sizes.iter().min()) {
+        let pages = u64::from(resident) * u64::from(r);
+        if smallest / pages < defaults::MIN_SLOTS {
+            return Err(BenchError::Usage(format!(
+                "{pages} pages (--resident {resident} x --oversub {r}) leave fewer than {} slots per page of a {smallest}-slot table",
+                defaults::MIN_SLOTS
+            )));
+        }
+    }
     // The key generator has 2^(bits-1) hit keys; more distinct keys would repeat.
     let max_distinct = grid.cases().iter().map(keys::hit_counters).max().unwrap_or(0);
     if grid.key_bits.contains(&32) && max_distinct > keys::domain_half(32) {
@@ -362,6 +408,11 @@ fn settings_lines(s: &Settings) -> Vec<(String, String)> {
         ("loads".into(), join(g.loads.iter().map(|l| l.to_string()).collect())),
         ("sizes".into(), join(g.sizes.iter().map(|&n| report::pretty_count(n)).collect())),
         ("batches".into(), join(g.batches.iter().map(|b| b.label()).collect())),
+        ("oversub".into(), match g.oversub.is_empty() {
+            true => "none (unpaged tables)".into(),
+            false => join(g.oversub.iter().map(|r| r.to_string()).collect()),
+        }),
+        ("resident".into(), g.resident.to_string()),
         ("reps".into(), format!("{} (+{} warm-up)", g.reps, g.warmup)),
         ("seed".into(), format!("{:#x}", g.seed)),
         ("multiplicity".into(), g.multiplicity.to_string()),
@@ -568,6 +619,48 @@ mod tests {
             args: BenchArgs,
         }
         <Cli as clap::Parser>::try_parse_from(argv).unwrap().args
+    }
+
+    #[test]
+    fn oversub_parses_and_pages_the_grid() {
+        assert_eq!(parse_oversub("1,2,4,8"), Ok(List(vec![1, 2, 4, 8])));
+        assert_eq!(parse_oversub("2^3, 3"), Ok(List(vec![8, 3])));
+        for bad in ["0", "-1", "1.5", "x", "", "2^20"] {
+            assert!(parse_oversub(bad).is_err(), "{bad}");
+        }
+        // Absent: unpaged tables, the peers run.
+        let plain = resolve(&bench_args(&["bench", "--ops", "find_hit"]), Device::Cpu).unwrap();
+        assert!(plain.grid.oversub.is_empty() && plain.grid.peers);
+        assert!(plain.grid.cases().iter().all(|c| c.paging.is_none()));
+        let args = bench_args(&["bench", "--ops", "find_hit", "--keys", "u64", "--sizes", "2^16", "--loads", "0.5", "--oversub", "1,4"]);
+        let s = resolve(&args, Device::Cpu).unwrap();
+        assert!(!s.grid.peers, "no budget for the peers to oversubscribe");
+        let cases = s.grid.cases();
+        let pages: Vec<u32> = cases.iter().map(|c| c.paging.unwrap().pages()).collect();
+        assert_eq!(pages, [3, 12], "resident 3 by default");
+        for c in &cases {
+            // The table is the size asked for, whatever the budget; its
+            // pages round up to whole 32-byte buckets.
+            assert_eq!((c.slots, c.table_bytes), (1 << 16, 1 << 20));
+            let pages = u64::from(c.paging.unwrap().pages());
+            let page = c.page_bytes().unwrap();
+            assert!(page % 32 == 0 && page * pages >= c.table_bytes && page * pages < c.table_bytes + 32 * pages);
+        }
+        let s = resolve(&bench_args(&["bench", "--oversub", "2", "--resident", "5"]), Device::Cpu).unwrap();
+        assert!(s.grid.cases().iter().all(|c| c.paging.map(|p| p.pages()) == Some(10)));
+        // --resident alone, out of range, or pages too small for the table.
+        let cli = |argv: &[&str]| {
+            #[derive(clap::Parser, Debug)]
+            struct Cli {
+                #[command(flatten)]
+                args: BenchArgs,
+            }
+            <Cli as clap::Parser>::try_parse_from(argv).map(|c| c.args)
+        };
+        assert!(cli(&["bench", "--resident", "2"]).is_err());
+        assert!(cli(&["bench", "--oversub", "2", "--resident", "0"]).is_err());
+        let tiny = bench_args(&["bench", "--sizes", "1K", "--oversub", "64", "--resident", "3"]);
+        assert!(matches!(resolve(&tiny, Device::Cpu), Err(BenchError::Usage(_))));
     }
 
     #[test]

@@ -17,9 +17,10 @@ use super::BenchError;
 pub(crate) const NAMES: &[&str] = &["std", "hashbrown", "dashmap"];
 
 /// Peers grow instead of rejecting keys, so loads above 1.0 mean nothing to
-/// them; they keep no tombstones, so the cleaning ops neither.
+/// them; they keep no tombstones, so the cleaning ops neither; they have no
+/// device budget to oversubscribe, so paged cases neither.
 pub(crate) fn supports(case: &Case) -> bool {
-    case.load <= 1.0 && !case.op.cleans()
+    case.load <= 1.0 && !case.op.cleans() && case.paging.is_none()
 }
 
 /// One instance of every peer.
@@ -178,7 +179,7 @@ impl<M: SerialMap<K, V>, K: GenKey, V: Value> Target<K, V> for SerialPeer<M, K, 
         };
         let ms = start.elapsed().as_secs_f64() * 1e3;
         black_box(hits);
-        Ok(Sample { ms, rejected: 0 })
+        Ok(Sample { ms, rejected: 0, traffic: None })
     }
 
     fn reset(&mut self) {
@@ -298,7 +299,7 @@ impl<K: GenKey, V: Value> Target<K, V> for DashPeer<K, V> {
         };
         let ms = start.elapsed().as_secs_f64() * 1e3;
         black_box(hits);
-        Ok(Sample { ms, rejected: 0 })
+        Ok(Sample { ms, rejected: 0, traffic: None })
     }
 
     fn reset(&mut self) {

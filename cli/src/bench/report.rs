@@ -3,6 +3,7 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
+use super::bus::{bus_bound, Traffic};
 use super::defaults;
 use super::grid::{Case, Sample};
 use super::BenchError;
@@ -40,6 +41,23 @@ pub(crate) struct Row {
     /// Keys per timed call against a prefilled table; `None` for the whole
     /// load in one call (and for limits).
     pub batch: Option<u64>,
+    /// Paged tables only (`None` otherwise), from here on.
+    /// Table size over device budget.
+    pub oversub: Option<u32>,
+    /// Pages held in the budget at once.
+    pub resident: Option<u32>,
+    /// Pages brought in and dirty pages written back by the timed call
+    /// (medians over the repetitions).
+    pub page_ins: Option<u64>,
+    pub write_backs: Option<u64>,
+    /// Bytes the timed call must move host to device and back (pages and
+    /// the call's inputs and outputs; see `bus::Traffic`).
+    pub bus_up_bytes: Option<u64>,
+    pub bus_down_bytes: Option<u64>,
+    /// Least time those bytes take at the pinned copy rates of the same run
+    /// (CUDA only), and 100 * that over `median_ms`.
+    pub bus_ms: Option<f64>,
+    pub pct_of_bus: Option<f64>,
 }
 
 /// What a limit row measured.
@@ -74,6 +92,24 @@ fn spread(ms: &[f64]) -> (f64, f64, f64) {
     (median, v[0], v[n - 1])
 }
 
+/// The upper median of some counts (the lower half wins no ties).
+fn median_of(mut v: Vec<u64>) -> Option<u64> {
+    v.sort_unstable();
+    v.get(v.len() / 2).copied()
+}
+
+/// The traffic of the repetitions of a paged case: their median page
+/// counts (the page and input sizes are the same in every repetition).
+fn median_traffic(samples: &[Sample]) -> Option<Traffic> {
+    let all: Option<Vec<Traffic>> = samples.iter().map(|s| s.traffic).collect();
+    let all = all?;
+    Some(Traffic {
+        page_ins: median_of(all.iter().map(|t| t.page_ins).collect())?,
+        write_backs: median_of(all.iter().map(|t| t.write_backs).collect())?,
+        ..all[0]
+    })
+}
+
 /// Per second, in billions, of `count` things done in `ms` milliseconds.
 fn giga_per_s(count: f64, ms: f64) -> f64 {
     count / (ms * 1e6)
@@ -91,8 +127,7 @@ impl Row {
     ) -> Row {
         let ms: Vec<f64> = samples.iter().map(|s| s.ms).collect();
         let (median_ms, min_ms, max_ms) = spread(&ms);
-        let mut rejected: Vec<u64> = samples.iter().map(|s| s.rejected).collect();
-        rejected.sort_unstable();
+        let traffic = median_traffic(samples);
         Row {
             device: device.into(),
             scheme: scheme.into(),
@@ -107,12 +142,20 @@ impl Row {
             max_ms,
             gops: Some(giga_per_s(n as f64, median_ms)),
             pct_of_limit: None,
-            rejected: rejected.get(rejected.len() / 2).copied(),
+            rejected: median_of(samples.iter().map(|s| s.rejected).collect()),
             probes,
             gbytes_s: probes.map(|p| giga_per_s(n as f64 * p * defaults::BUCKET_BYTES, median_ms)),
             slots: case.slots,
             table_bytes: case.table_bytes,
             batch: case.batch.keys(),
+            oversub: case.paging.map(|p| p.oversub),
+            resident: case.paging.map(|p| p.resident),
+            page_ins: traffic.map(|t| t.page_ins),
+            write_backs: traffic.map(|t| t.write_backs),
+            bus_up_bytes: traffic.map(|t| t.up_bytes()),
+            bus_down_bytes: traffic.map(|t| t.down_bytes()),
+            bus_ms: None,
+            pct_of_bus: None,
         }
     }
 
@@ -139,6 +182,14 @@ impl Row {
             slots: 0,
             table_bytes: spec.buffer_bytes,
             batch: None,
+            oversub: None,
+            resident: None,
+            page_ins: None,
+            write_backs: None,
+            bus_up_bytes: None,
+            bus_down_bytes: None,
+            bus_ms: None,
+            pct_of_bus: None,
         }
     }
 
@@ -148,10 +199,22 @@ impl Row {
 }
 
 /// Fills `pct_of_limit` of every table/peer row from the random-read limit
-/// over a buffer of the same size, on the same device. Rows on devices
-/// without measured limits keep it empty.
+/// over a buffer of the same size, on the same device, and `bus_ms` and
+/// `pct_of_bus` of paged rows from the pinned copy rates of that device.
+/// Rows on devices without measured limits keep them empty.
 pub(crate) fn attach_limits(rows: &mut [Row], limits: &[Row]) {
+    let pinned = |device: &str, op: &str| {
+        let l = limits.iter().find(|l| l.op == op && l.scheme == "pinned" && l.device == device);
+        l.and_then(|l| l.gbytes_s)
+    };
     for r in rows.iter_mut().filter(|r| !r.is_limit()) {
+        let rates = (pinned(&r.device, "limit_copy_h2d"), pinned(&r.device, "limit_copy_d2h"));
+        if let (Some(up), Some(down), (Some(h2d), Some(d2h))) = (r.bus_up_bytes, r.bus_down_bytes, rates) {
+            if let Some(b) = bus_bound(up, down, h2d, d2h, r.median_ms) {
+                r.bus_ms = Some(b.ms);
+                r.pct_of_bus = Some(100.0 * b.fraction);
+            }
+        }
         let ceiling = limits.iter().find(|l| {
             CEILING_OPS.contains(&l.op.as_str())
                 && l.scheme == "table"
@@ -165,7 +228,8 @@ pub(crate) fn attach_limits(rows: &mut [Row], limits: &[Row]) {
 }
 
 pub(crate) const CSV_HEADER: &str = "device,scheme,op,key_bits,value_bits,load,n,reps,median_ms,min_ms,max_ms,gops,\
-                                     pct_of_limit,rejected,probes,gbytes_s,slots,table_bytes,batch";
+                                     pct_of_limit,rejected,probes,gbytes_s,slots,table_bytes,batch,\
+                                     oversub,resident,page_ins,write_backs,bus_up_bytes,bus_down_bytes,bus_ms,pct_of_bus";
 
 fn opt<T>(v: Option<T>, f: impl Fn(T) -> String) -> String {
     v.map(f).unwrap_or_default()
@@ -193,6 +257,14 @@ pub(crate) fn csv_line(r: &Row) -> String {
         r.slots.to_string(),
         r.table_bytes.to_string(),
         opt(r.batch, |b| b.to_string()),
+        opt(r.oversub, |o| o.to_string()),
+        opt(r.resident, |o| o.to_string()),
+        opt(r.page_ins, |x| x.to_string()),
+        opt(r.write_backs, |x| x.to_string()),
+        opt(r.bus_up_bytes, |x| x.to_string()),
+        opt(r.bus_down_bytes, |x| x.to_string()),
+        opt(r.bus_ms, |m| format!("{m:.6}")),
+        opt(r.pct_of_bus, |p| format!("{p:.3}")),
     ]
     .join(",")
 }
@@ -267,6 +339,20 @@ const RESULT_HEADER: [&str; 15] = [
 /// known: wide enough for the usual cells (a wider one shifts its line).
 const LIVE_LIMIT_WIDTH: [usize; 7] = [6, 10, 19, 9, 9, 7, 7];
 const LIVE_RESULT_WIDTH: [usize; 15] = [6, 10, 16, 3, 5, 4, 5, 5, 10, 9, 7, 6, 8, 6, 6];
+/// Columns added after those when the run has paged tables (`--oversub`).
+const PAGED_HEADER: [&str; 4] = ["oversub", "page_ins", "write_backs", "%bus"];
+const LIVE_PAGED_WIDTH: [usize; 4] = [7, 8, 11, 6];
+
+/// The result columns, with the paged ones when `paged`.
+fn result_header(paged: bool) -> Vec<&'static str> {
+    let extra: &[&str] = if paged { &PAGED_HEADER } else { &[] };
+    RESULT_HEADER.iter().chain(extra).copied().collect()
+}
+
+fn live_result_width(paged: bool) -> Vec<usize> {
+    let extra: &[usize] = if paged { &LIVE_PAGED_WIDTH } else { &[] };
+    LIVE_RESULT_WIDTH.iter().chain(extra).copied().collect()
+}
 
 fn limit_cells(r: &Row) -> Vec<String> {
     vec![
@@ -280,8 +366,8 @@ fn limit_cells(r: &Row) -> Vec<String> {
     ]
 }
 
-fn result_cells(r: &Row) -> Vec<String> {
-    vec![
+fn result_cells(r: &Row, paged: bool) -> Vec<String> {
+    let mut cells = vec![
         r.device.clone(),
         r.scheme.clone(),
         r.op.clone(),
@@ -297,7 +383,16 @@ fn result_cells(r: &Row) -> Vec<String> {
         opt(r.rejected, |x| x.to_string()),
         opt(r.probes, |p| format!("{p:.3}")),
         opt(r.gbytes_s, |g| format!("{g:.2}")),
-    ]
+    ];
+    if paged {
+        cells.extend([
+            opt(r.oversub, |o| format!("{o}x")),
+            opt(r.page_ins, |x| x.to_string()),
+            opt(r.write_backs, |x| x.to_string()),
+            opt(r.pct_of_bus, |p| format!("{p:.1}%")),
+        ]);
+    }
+    cells
 }
 
 /// The terminal table: limits first, then every measurement.
@@ -310,8 +405,9 @@ pub(crate) fn terminal_table(rows: &[Row]) -> String {
         out.push_str(&aligned(&LIMIT_HEADER, &limits));
         out.push('\n');
     }
-    let results: Vec<Vec<String>> = rows.iter().filter(|r| !r.is_limit()).map(result_cells).collect();
-    out.push_str(&aligned(&RESULT_HEADER, &results));
+    let paged = rows.iter().any(|r| r.oversub.is_some());
+    let results: Vec<Vec<String>> = rows.iter().filter(|r| !r.is_limit()).map(|r| result_cells(r, paged)).collect();
+    out.push_str(&aligned(&result_header(paged), &results));
     out
 }
 
@@ -321,7 +417,9 @@ pub(crate) fn terminal_table(rows: &[Row]) -> String {
 #[derive(Default)]
 pub(crate) struct LiveTable {
     limits_shown: bool,
-    results_shown: bool,
+    /// Once the first result is shown: whether the paged columns are (a run
+    /// is paged in every case or in none).
+    results_paged: Option<bool>,
 }
 
 impl LiveTable {
@@ -340,14 +438,17 @@ impl LiveTable {
             }
             out.push_str(&padded(&limit_cells(r), &width));
         } else {
-            let width = fit(&RESULT_HEADER, &LIVE_RESULT_WIDTH);
-            if !std::mem::replace(&mut self.results_shown, true) {
+            let first = self.results_paged.is_none();
+            let paged = *self.results_paged.get_or_insert(r.oversub.is_some());
+            let header = result_header(paged);
+            let width = fit(&header, &live_result_width(paged));
+            if first {
                 if self.limits_shown {
                     out.push('\n');
                 }
-                let _ = writeln!(out, "{}", head(&RESULT_HEADER, &width));
+                let _ = writeln!(out, "{}", head(&header, &width));
             }
-            out.push_str(&padded(&result_cells(r), &width));
+            out.push_str(&padded(&result_cells(r, paged), &width));
         }
         out
     }
@@ -488,5 +589,91 @@ mod tests {
         };
         let r = Row::limit(spec, &[1.0]);
         assert_eq!(csv_line(&r).split(',').count(), CSV_HEADER.split(',').count());
+    }
+
+    /// A paged find_hit case of 2^16 u32 -> u32 slots at 4x the budget.
+    fn paged_case() -> Case {
+        use super::super::grid::{Batch, CasePaging, Op};
+        Case {
+            op: Op::FindHit,
+            key_bits: 32,
+            value_bits: 32,
+            slots: 1 << 16,
+            table_bytes: 1 << 19,
+            load: 0.5,
+            distinct: 1 << 15,
+            batch: Batch::All,
+            multiplicity: 1,
+            mix: defaults::MIX,
+            round_ops: 1 << 16,
+            paging: Some(CasePaging { oversub: 4, resident: 3 }),
+        }
+    }
+
+    fn pinned(device: &str, op: &str, gbytes_s: f64) -> Row {
+        let spec = LimitSpec {
+            device,
+            op,
+            scheme: "pinned",
+            n: 1 << 30,
+            buffer_bytes: 1 << 30,
+            ops: None,
+            bytes_moved: Some(gbytes_s * 1e6),
+            reps: 1,
+        };
+        Row::limit(spec, &[1.0])
+    }
+
+    #[test]
+    fn paged_rows_get_their_traffic_and_bus_bound() {
+        let case = paged_case();
+        let page = case.page_bytes().unwrap();
+        let traffic = |page_ins| Traffic { page_ins, write_backs: 0, page_bytes: page, io_up: 1 << 17, io_down: 5 << 15 };
+        let samples: Vec<Sample> = [(2.0, 9), (1.0, 12), (3.0, 12)]
+            .into_iter()
+            .map(|(ms, ins)| Sample { ms, rejected: 0, traffic: Some(traffic(ins)) })
+            .collect();
+        let mut rows = [
+            Row::measurement("cuda:0", "linear", &case, 1 << 15, &samples, None),
+            Row::measurement("cpu", "linear", &case, 1 << 15, &samples, None),
+        ];
+        assert_eq!((rows[0].oversub, rows[0].resident), (Some(4), Some(3)));
+        assert_eq!((rows[0].page_ins, rows[0].write_backs), (Some(12), Some(0)));
+        assert_eq!(rows[0].bus_up_bytes, Some(12 * page + (1 << 17)));
+        assert_eq!(rows[0].bus_down_bytes, Some(5 << 15));
+        // Pinned copies of 20 GB/s up and 10 down, measured on cuda:0 only.
+        let limits = [pinned("cuda:0", "limit_copy_h2d", 20.0), pinned("cuda:0", "limit_copy_d2h", 10.0)];
+        attach_limits(&mut rows, &limits);
+        let want = (12 * page + (1 << 17)) as f64 / 20.0 / 1e6;
+        let got = rows[0].bus_ms.unwrap();
+        assert!((got - want).abs() < 1e-12, "{got} {want}");
+        assert!((rows[0].pct_of_bus.unwrap() - 100.0 * want / 2.0).abs() < 1e-9);
+        assert_eq!((rows[1].bus_ms, rows[1].pct_of_bus), (None, None), "no pinned rates on the CPU");
+    }
+
+    #[test]
+    fn paged_columns_come_last() {
+        // Readers of the columns before `--oversub` find them where they were.
+        let old = "device,scheme,op,key_bits,value_bits,load,n,reps,median_ms,min_ms,max_ms,gops,\
+                   pct_of_limit,rejected,probes,gbytes_s,slots,table_bytes,batch";
+        assert!(CSV_HEADER.starts_with(&format!("{old},oversub,")), "{CSV_HEADER}");
+        let case = paged_case();
+        let sample = Sample { ms: 1.0, rejected: 0, traffic: Some(Traffic { page_ins: 5, ..Default::default() }) };
+        let paged = Row::measurement("cpu", "linear", &case, 10, &[sample], None);
+        let fields: Vec<String> = csv_line(&paged).split(',').map(String::from).collect();
+        let header: Vec<&str> = CSV_HEADER.split(',').collect();
+        assert_eq!(fields.len(), header.len());
+        let col = |name: &str| &fields[header.iter().position(|h| *h == name).unwrap()];
+        assert_eq!((col("oversub").as_str(), col("resident").as_str(), col("page_ins").as_str()), ("4", "3", "5"));
+        assert_eq!(col("pct_of_bus"), "");
+        // Unpaged rows leave them empty, and the terminal shows them only
+        // for paged runs.
+        let plain = Row { oversub: None, resident: None, page_ins: None, write_backs: None, ..paged.clone() };
+        assert!(!terminal_table(std::slice::from_ref(&plain)).contains("oversub"));
+        let table = terminal_table(std::slice::from_ref(&paged));
+        assert!(table.lines().next().unwrap().ends_with("oversub  page_ins  write_backs  %bus"), "{table}");
+        let mut live = LiveTable::default();
+        assert!(live.lines(&paged).lines().next().unwrap().contains("page_ins"));
+        assert!(live.lines(&paged).trim_end().ends_with("4x         5            0"));
     }
 }
