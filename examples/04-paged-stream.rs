@@ -161,6 +161,23 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 row("find_zipf", n, secs, bus(ins, 0, n * 4, n * 5));
             }
         }
+        if ratio == 1 {
+            // The same lookups on one unpaged table of the same size: what
+            // the paging layer costs when nothing streams.
+            let mut flat = HashTable::<u32, u32>::builder().device(device).capacity(slots).max_load_factor(1.0).growth(false).build()?;
+            flat.insert_or_assign(&keys, &values)?;
+            for rep in 0..2 {
+                let start = Instant::now();
+                let found = flat.find(&probe)?;
+                let secs = start.elapsed().as_secs_f64();
+                if found.iter().any(Option::is_none) {
+                    return Err("an unpaged lookup missed a stored key".into());
+                }
+                if rep == 1 {
+                    row("find_unpaged", probe.len() as u64, secs, bus(0, 0, probe.len() as u64 * 4, probe.len() as u64 * 5));
+                }
+            }
+        }
         let s = t.paged().unwrap().stats();
         eprintln!("ratio {ratio}: {s:?}");
     }
