@@ -110,9 +110,9 @@ impl Table {
         Table::create(keys, device).map_err(js)
     }
 
-    /// Inserts pairs (a present key gets the new value; within one batch
-    /// the last value wins); returns how many keys were new. Throws if the
-    /// arrays differ in length.
+    /// Inserts pairs (a present key gets the new value; a key repeated in
+    /// the batch gets one of its values, which one is unspecified); returns
+    /// how many keys were new. Throws if the arrays differ in length.
     pub fn insert(&mut self, keys: &[u32], values: &[u32]) -> Result<f64, JsError> {
         self.try_insert(keys, values).map(|n| n as f64).map_err(js)
     }
