@@ -108,7 +108,11 @@ def main():
     print(f"e2e: {len(bad)} bad-argument checks threw Errors (no traps)")
     gpu = r.get("webgpu") or {}
     if gpu.get("ran"):
-        print("e2e: WebGPU row ran")
+        for row in r["rows"]:
+            check(row.get("webgpu_oracle") == "agree", f"WebGPU at {row['size']} keys: {row.get('webgpu_mismatches')} mismatches")
+            check(row.get("webgpu_mops", 0) > 0, f"WebGPU at {row['size']} keys: no figure")
+            print(f"e2e: {row['size']:>8} keys: gpuhash on WebGPU {row['webgpu_mops']:7.2f} Mops/s; oracle agrees")
+        print(f"e2e: WebGPU ran on {gpu.get('gpuhash_adapter')}: {json.dumps(gpu.get('adapter'))}")
     else:
         check(gpu.get("skipped"), "the WebGPU row neither ran nor says why it was skipped")
         print(f"e2e: WebGPU adapter: {json.dumps(gpu.get('adapter'))}")

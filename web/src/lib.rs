@@ -1,12 +1,17 @@
-//! gpuhash in the browser: a `u32 -> u32` table exposed to JavaScript
+//! gpuhash in the browser: `u32 -> u32` tables exposed to JavaScript
 //! through wasm-bindgen, for the page in `web/www/` (README, "In the
 //! browser").
 //!
-//! The table is gpuhash's CPU backend compiled to `wasm32-unknown-unknown`:
-//! the same slot layout, hash and probe order as on a native CPU, on the one
-//! thread a page has (rayon runs its work on the calling thread there). Every
-//! bad argument from JavaScript comes back as a thrown `Error` with a message,
-//! never a panic, which would abort the module.
+//! * [`Table`]: gpuhash's CPU backend compiled to `wasm32-unknown-unknown`,
+//!   the same slot layout, hash and probe order as on a native CPU, on the
+//!   one thread a page has (rayon runs its work on the calling thread
+//!   there). Synchronous.
+//! * [`GpuTable`]: gpuhash's wgpu backend on the browser's WebGPU adapter.
+//!   A page cannot block on the GPU, so every call returns a Promise.
+//!
+//! Every bad argument from JavaScript comes back as a thrown `Error` (or a
+//! rejected Promise) with a message, never a panic, which would abort the
+//! module.
 //!
 //! ```js
 //! import init, { Table } from "./pkg/gpuhash_web.js";
@@ -15,20 +20,22 @@
 //! t.insert(new Uint32Array([1, 2]), new Uint32Array([10, 20]));
 //! const values = new Uint32Array(2), found = new Uint8Array(2);
 //! t.find(new Uint32Array([2, 3]), values, found); // values[0] == 20, found = [1, 0]
+//!
+//! const g = await GpuTable.create(1000); // rejects without a WebGPU adapter
+//! await g.insert(new Uint32Array([1, 2]), new Uint32Array([10, 20]));
+//! await g.find(new Uint32Array([2, 3]), values, found);
 //! ```
 
 use gpuhash::{Device, HashTable};
 use wasm_bindgen::prelude::*;
 
+mod gpu;
+pub use gpu::{GpuCore, GpuTable};
+
 /// Most keys a table may be sized for. wasm32 addresses 4 GiB; 2^28 keys at
 /// the default load need about 2.3 GiB of 8-byte slots, leaving room for the
 /// copy a rehash makes of the old slots.
 pub const MAX_KEYS: u64 = 1 << 28;
-
-/// Why `"webgpu"` is refused, shown by the page in its WebGPU row.
-pub const WEBGPU_MISSING: &str = "gpuhash's wgpu backend waits for the GPU synchronously (it blocks on \
-buffer mapping and error scopes), which a browser's event loop cannot do; an awaitable variant of its bulk \
-operations is not written yet, so this build has the CPU backend only";
 
 /// A hash table of `u32` keys and `u32` values, for JavaScript.
 #[wasm_bindgen]
@@ -42,7 +49,9 @@ pub struct Table {
 fn device(name: &str) -> Result<Device, String> {
     match name {
         "cpu" => Ok(Device::Cpu),
-        "webgpu" | "wgpu" => Err(format!("device \"{name}\" is not available in the browser build: {WEBGPU_MISSING}")),
+        "webgpu" | "wgpu" => {
+            Err(format!("device \"{name}\": Table runs on the CPU; for WebGPU use `await GpuTable.create(keys)`"))
+        }
         other => Err(format!("unknown device \"{other}\" (expected \"cpu\")")),
     }
 }
@@ -101,6 +110,21 @@ fn js(message: String) -> JsError {
 }
 
 #[wasm_bindgen]
+extern "C" {
+    #[wasm_bindgen(js_namespace = console, js_name = error)]
+    fn console_error(message: &str);
+}
+
+/// Runs when the module is instantiated: a panic (a bug; bad input is an
+/// Error, never a panic) still aborts the module, but its message reaches the
+/// console instead of a bare "unreachable".
+#[cfg(target_arch = "wasm32")]
+#[wasm_bindgen(start)]
+fn start() {
+    std::panic::set_hook(Box::new(|info| console_error(&format!("gpuhash-web panicked: {info}"))));
+}
+
+#[wasm_bindgen]
 impl Table {
     /// `new Table(keys, device)`: a table sized for `keys` keys (it grows
     /// past them) on `device`, `"cpu"` for now. Throws on a bad count or
@@ -140,12 +164,6 @@ impl Table {
     pub fn capacity(&self) -> f64 {
         self.inner.capacity() as f64
     }
-}
-
-/// Why the WebGPU device is not offered in this build (for the page).
-#[wasm_bindgen(js_name = webgpuMissing)]
-pub fn webgpu_missing() -> String {
-    WEBGPU_MISSING.to_string()
 }
 
 #[cfg(test)]

@@ -1,10 +1,11 @@
 // The WebGPU seed's comparison: a mixed workload (30% insert, 30% delete,
-// 40% lookup) on gpuhash compiled to WebAssembly, JS Map and JS Set, at
-// several table sizes. Map is also the oracle: every gpuhash result is
-// compared with it, and a disagreement fails the run. The outcome goes into
+// 40% lookup) on gpuhash compiled to WebAssembly (its CPU backend, and its
+// wgpu backend on the browser's WebGPU adapter when there is one), JS Map
+// and JS Set, at several table sizes. Map is also the oracle: every gpuhash
+// result is compared with it, and a disagreement fails the run. The outcome goes into
 // <pre id=result> as JSON (and is POSTed to /result with ?post=1, for the
 // end-to-end test).
-import init, { Table, webgpuMissing } from "./pkg/gpuhash_web.js";
+import init, { GpuTable, Table } from "./pkg/gpuhash_web.js";
 
 const q = new URLSearchParams(location.search);
 const numbers = (s) => s.split(",").map((x) => Number(x.trim()));
@@ -15,6 +16,8 @@ const BATCH = Number(q.get("batch") ?? 1 << 20);
 const MIN_OPS = Number(q.get("ops") ?? 1 << 21);
 // Test hook: corrupt one gpuhash lookup to show that a mismatch fails loudly.
 const INJECT = q.has("inject");
+// webgpu=0 leaves the WebGPU table out.
+const WEBGPU = q.get("webgpu") !== "0";
 
 const statusEl = document.getElementById("status");
 const resultEl = document.getElementById("result");
@@ -110,19 +113,56 @@ function outputs(w) {
   }));
 }
 
+// Every universe key, for reading a table's final contents.
+function universeKeys(w) {
+  const all = new Uint32Array(w.universe);
+  for (let i = 0; i < w.universe; i++) all[i] = scatter(i);
+  return all;
+}
+
 function runGpuhash(w) {
   const t = new Table(w.n, "cpu");
-  t.insert(w.prefill, w.prefillValues);
-  const out = outputs(w);
-  const t0 = performance.now();
-  for (let b = 0; b < w.rounds.length; b++) {
-    const r = w.rounds[b], o = out[b];
-    o.inserted = t.insert(r.ins, r.insValues);
-    o.erased = t.erase(r.del);
-    t.find(r.look, o.values, o.found);
+  try {
+    t.insert(w.prefill, w.prefillValues);
+    const out = outputs(w);
+    const t0 = performance.now();
+    for (let b = 0; b < w.rounds.length; b++) {
+      const r = w.rounds[b], o = out[b];
+      o.inserted = t.insert(r.ins, r.insValues);
+      o.erased = t.erase(r.del);
+      t.find(r.look, o.values, o.found);
+    }
+    const ms = performance.now() - t0;
+    const all = universeKeys(w);
+    const final = { values: new Uint32Array(all.length), found: new Uint8Array(all.length) };
+    t.find(all, final.values, final.found);
+    return { ms, out, final, size: t.size };
+  } finally {
+    t.free();
   }
-  const ms = performance.now() - t0;
-  return { ms, out, table: t };
+}
+
+// The same rounds on the WebGPU table, awaiting each call.
+async function runWebGPU(w) {
+  const t = await GpuTable.create(w.n);
+  try {
+    await t.insert(w.prefill, w.prefillValues);
+    const out = outputs(w);
+    const t0 = performance.now();
+    for (let b = 0; b < w.rounds.length; b++) {
+      const r = w.rounds[b], o = out[b];
+      o.inserted = await t.insert(r.ins, r.insValues);
+      o.erased = await t.erase(r.del);
+      await t.find(r.look, o.values, o.found);
+    }
+    const ms = performance.now() - t0;
+    const all = universeKeys(w);
+    const final = { values: new Uint32Array(all.length), found: new Uint8Array(all.length) };
+    await t.find(all, final.values, final.found);
+    return { ms, out, final, size: t.size(), adapter: t.adapter() };
+  } finally {
+    t.free();
+  }
 }
 
 function runMap(w) {
@@ -168,8 +208,9 @@ function runSet(w) {
   return { ms, out, size: s.size };
 }
 
-// Every disagreement between gpuhash (g) and the Map oracle (m), the first
-// few spelled out; Set must agree with Map on counts and membership too.
+// Every disagreement between a gpuhash run (g) and the Map oracle (m), the
+// first few spelled out; Set (s, when given) must agree with Map on counts
+// and membership too.
 function compare(w, g, m, s) {
   const bad = [];
   let count = 0;
@@ -178,7 +219,7 @@ function compare(w, g, m, s) {
     if (bad.length < 5) bad.push(what);
   };
   for (let b = 0; b < w.rounds.length; b++) {
-    const go = g.out[b], mo = m.out[b], so = s.out[b], look = w.rounds[b].look;
+    const go = g.out[b], mo = m.out[b], so = s ? s.out[b] : mo, look = w.rounds[b].look;
     if (go.inserted !== mo.inserted) note(`round ${b}: gpuhash inserted ${go.inserted} new keys, Map ${mo.inserted}`);
     if (go.erased !== mo.erased) note(`round ${b}: gpuhash erased ${go.erased} keys, Map ${mo.erased}`);
     if (so.inserted !== mo.inserted || so.erased !== mo.erased) note(`round ${b}: Set's counts differ from Map's`);
@@ -191,18 +232,16 @@ function compare(w, g, m, s) {
     }
   }
   // The final contents: every universe key.
-  const all = new Uint32Array(w.universe);
-  for (let i = 0; i < w.universe; i++) all[i] = scatter(i);
-  const values = new Uint32Array(all.length), found = new Uint8Array(all.length);
-  g.table.find(all, values, found);
+  const all = universeKeys(w);
+  const { values, found } = g.final;
   for (let i = 0; i < all.length; i++) {
     const v = m.map.get(all[i]);
     if ((v !== undefined) !== (found[i] === 1) || (v !== undefined && v !== values[i])) {
       note(`final contents: key ${all[i]}: gpuhash ${found[i] ? values[i] : "absent"}, Map ${v ?? "absent"}`);
     }
   }
-  if (g.table.size !== m.map.size) note(`final size: gpuhash ${g.table.size}, Map ${m.map.size}`);
-  if (s.size !== m.map.size) note(`final size: Set ${s.size}, Map ${m.map.size}`);
+  if (g.size !== m.map.size) note(`final size: gpuhash ${g.size}, Map ${m.map.size}`);
+  if (s && s.size !== m.map.size) note(`final size: Set ${s.size}, Map ${m.map.size}`);
   return { count, examples: bad };
 }
 
@@ -219,7 +258,7 @@ function badInputChecks() {
     ["capacity 'many'", () => new Table("many", "cpu")],
     ["capacity 2^40", () => new Table(2 ** 40, "cpu")],
     ["unknown device", () => new Table(16, "gpu")],
-    ["device webgpu", () => new Table(16, "webgpu")],
+    ["device webgpu (Table is the CPU one)", () => new Table(16, "webgpu")],
     ["insert: fewer values than keys", () => t.insert(u(3), u(2))],
     ["find: short value output", () => t.find(u(3), u(2), new Uint8Array(3))],
     ["find: short found output", () => t.find(u(3), u(3), new Uint8Array(2))],
@@ -243,6 +282,46 @@ function badInputChecks() {
   return checks;
 }
 
+// The same for the WebGPU table: rejected Promises carrying Errors.
+async function gpuBadInputChecks() {
+  const t = await GpuTable.create(16);
+  const u = (n) => new Uint32Array(n);
+  const cases = [
+    ["create(0)", () => GpuTable.create(0)],
+    ["create(NaN)", () => GpuTable.create(NaN)],
+    ["insert: fewer values than keys", () => t.insert(u(3), u(2))],
+    ["find: short value output", () => t.find(u(3), u(2), new Uint8Array(3))],
+    ["find: short found output", () => t.find(u(3), u(3), new Uint8Array(2))],
+    // A second call before the first is awaited.
+    ["a call while another is in flight", async () => {
+      const first = t.insert(u(4), u(4));
+      // Caught at once, so the rejection is not reported as unhandled.
+      const second = t.erase(u(4)).then(() => null, (e) => e);
+      await first;
+      const refused = await second;
+      if (refused) throw refused;
+    }],
+  ];
+  const checks = [];
+  for (const [name, f] of cases) {
+    try {
+      await f();
+      checks.push({ case: `WebGPU ${name}`, ok: false, message: "did not reject" });
+    } catch (e) {
+      const trap = e instanceof WebAssembly.RuntimeError;
+      checks.push({ case: `WebGPU ${name}`, ok: e instanceof Error && !trap && e.message.length > 0, message: String(e.message ?? e) });
+    }
+  }
+  await t.insert(new Uint32Array([7, 8]), new Uint32Array([70, 80]));
+  const v = u(3), f = new Uint8Array(3);
+  await t.find(new Uint32Array([8, 7, 9]), v, f);
+  // Key 0 went in with the in-flight case above; 7 and 8 now.
+  const usable = t.size() === 3 && v[0] === 80 && v[1] === 70 && f.join() === "1,1,0";
+  checks.push({ case: "WebGPU table usable after refused calls", ok: usable, message: usable ? "" : `size ${t.size()}` });
+  t.free();
+  return checks;
+}
+
 async function probeWebGPU() {
   if (!("gpu" in navigator)) return { adapter: null, why: "navigator.gpu is absent (WebGPU is off in this browser)" };
   try {
@@ -258,10 +337,11 @@ async function probeWebGPU() {
 // Grouped bars of Mops/s per size, drawn as inline SVG (no fetches).
 function chart(rows) {
   const series = [
-    ["gpuhash (wasm)", "gpuhash_mops", "#2a6fdb"],
+    ["gpuhash (wasm, CPU)", "gpuhash_mops", "#2a6fdb"],
+    ["gpuhash (WebGPU)", "webgpu_mops", "#8e44ad"],
     ["Map", "map_mops", "#e07b39"],
     ["Set", "set_mops", "#3aa35b"],
-  ];
+  ].filter(([, k]) => rows.every((r) => typeof r[k] === "number"));
   const W = 720, H = 320, L = 56, B = 40, T = 30;
   const top = Math.max(1, ...rows.flatMap((r) => series.map(([, k]) => r[k])));
   const ns = "http://www.w3.org/2000/svg";
@@ -283,6 +363,7 @@ function chart(rows) {
   const bar = (group * 0.8) / series.length;
   rows.forEach((r, g) => {
     series.forEach(([, key, color], s) => {
+      if (typeof r[key] !== "number") return;
       const x = L + g * group + group * 0.1 + s * bar;
       svg.append(el("rect", { x, y: y(r[key]), width: bar - 2, height: H - B - y(r[key]), fill: color }));
       svg.append(el("text", { x: x + bar / 2 - 1, y: y(r[key]) - 3, "text-anchor": "middle", "font-size": 10 }, r[key].toFixed(1)));
@@ -290,16 +371,17 @@ function chart(rows) {
     svg.append(el("text", { x: L + g * group + group / 2, y: H - B + 16, "text-anchor": "middle" }, `${r.size.toLocaleString("en")} keys`));
   });
   series.forEach(([name, , color], s) => {
-    svg.append(el("rect", { x: W - 140, y: T + s * 16, width: 10, height: 10, fill: color }));
-    svg.append(el("text", { x: W - 125, y: T + s * 16 + 9 }, name));
+    svg.append(el("rect", { x: W - 160, y: T + s * 16, width: 10, height: 10, fill: color }));
+    svg.append(el("text", { x: W - 145, y: T + s * 16 + 9 }, name));
   });
   document.getElementById("chart").replaceChildren(svg);
 }
 
 function addRow(r) {
   const tr = document.createElement("tr");
-  const cells = [r.size.toLocaleString("en"), r.ops.toLocaleString("en"), r.gpuhash_mops.toFixed(2), r.map_mops.toFixed(2),
-    r.set_mops.toFixed(2), (r.gpuhash_mops / r.map_mops).toFixed(2) + "×", r.oracle];
+  const opt = (v) => (typeof v === "number" ? v.toFixed(2) : "—");
+  const cells = [r.size.toLocaleString("en"), r.ops.toLocaleString("en"), r.gpuhash_mops.toFixed(2), opt(r.webgpu_mops),
+    r.map_mops.toFixed(2), r.set_mops.toFixed(2), (r.gpuhash_mops / r.map_mops).toFixed(2) + "×", r.oracle];
   for (const c of cells) {
     const td = document.createElement("td");
     td.textContent = c;
@@ -323,9 +405,14 @@ async function main() {
     if (!result.bad_input.every((c) => c.ok)) throw new Error("a bad argument was not refused with an Error: " + JSON.stringify(result.bad_input.filter((c) => !c.ok)));
 
     const gpu = await probeWebGPU();
-    const why = gpu.adapter ? `a WebGPU adapter is present, but ${webgpuMissing()}` : `${gpu.why}; and ${webgpuMissing()}`;
-    result.webgpu = { adapter: gpu.adapter, ran: false, skipped: why };
-    document.getElementById("webgpu").textContent = `gpuhash on WebGPU: skipped: ${why}.`;
+    const skip = !WEBGPU ? "left out by webgpu=0" : gpu.adapter ? null : gpu.why;
+    result.webgpu = skip ? { adapter: gpu.adapter, ran: false, skipped: skip } : { adapter: gpu.adapter, ran: true };
+    document.getElementById("webgpu").textContent = skip ? `gpuhash on WebGPU: skipped: ${skip}.` : "gpuhash on WebGPU: running…";
+    if (result.webgpu.ran) {
+      const checks = await gpuBadInputChecks();
+      result.bad_input.push(...checks);
+      if (!checks.every((c) => c.ok)) throw new Error("a bad argument to the WebGPU table was not refused with an Error: " + JSON.stringify(checks.filter((c) => !c.ok)));
+    }
 
     for (const [i, n] of SIZES.entries()) {
       say(`size ${n.toLocaleString("en")}: generating the workload…`);
@@ -338,13 +425,24 @@ async function main() {
       const m = runMap(w);
       const s = runSet(w);
       const bad = compare(w, g, m, s);
-      g.table.free();
       const mops = (ms) => w.ops / ms / 1000;
       const row = {
         size: n, ops: w.ops, rounds: w.rounds.length, gpuhash_ms: g.ms, map_ms: m.ms, set_ms: s.ms,
         gpuhash_mops: mops(g.ms), map_mops: mops(m.ms), set_mops: mops(s.ms),
         final_len: m.map.size, oracle: bad.count === 0 ? "agree" : "mismatch", mismatches: bad.count, examples: bad.examples,
       };
+      if (result.webgpu.ran) {
+        say(`size ${n.toLocaleString("en")}: gpuhash on WebGPU…`);
+        await breathe();
+        const gw = await runWebGPU(w);
+        const badw = compare(w, gw, m, null);
+        result.webgpu.gpuhash_adapter = gw.adapter;
+        Object.assign(row, { webgpu_ms: gw.ms, webgpu_mops: mops(gw.ms), webgpu_oracle: badw.count === 0 ? "agree" : "mismatch",
+          webgpu_mismatches: badw.count, webgpu_examples: badw.examples });
+        if (badw.count > 0) row.oracle = "mismatch";
+        bad.count += badw.count;
+        bad.examples.push(...badw.examples.map((e) => `WebGPU: ${e}`));
+      }
       result.rows.push(row);
       addRow(row);
       chart(result.rows);
@@ -354,6 +452,7 @@ async function main() {
       }
     }
     result.status = "ok";
+    if (result.webgpu.ran) document.getElementById("webgpu").textContent = `gpuhash on WebGPU ran on ${result.webgpu.gpuhash_adapter}.`;
     statusEl.className = "ok";
     say(`done: gpuhash agreed with Map at every size (${SIZES.join(", ")} keys)`);
   } catch (e) {
