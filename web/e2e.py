@@ -79,9 +79,9 @@ def check(cond, what):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--sizes", default="1000,20000,100000", help="table sizes in keys (the page's default is the full run)")
-    p.add_argument("--ops", type=int, default=200000, help="least operations per size")
-    p.add_argument("--batch", type=int, default=1 << 16, help="operations per round of bulk calls")
+    p.add_argument("--sizes", default="2000,20000,100000", help="table sizes in keys (the page's default is the full run)")
+    p.add_argument("--ops", type=int, default=100000, help="least operations per size")
+    p.add_argument("--batch", type=int, default=1 << 20, help="most operations per round of bulk calls")
     p.add_argument("--timeout", type=float, default=300, help="seconds to wait for each load")
     p.add_argument("--json", help="also write the page's result here")
     args = p.parse_args()
@@ -111,7 +111,7 @@ def main():
         for row in r["rows"]:
             check(row.get("webgpu_oracle") == "agree", f"WebGPU at {row['size']} keys: {row.get('webgpu_mismatches')} mismatches")
             check(row.get("webgpu_mops", 0) > 0, f"WebGPU at {row['size']} keys: no figure")
-            print(f"e2e: {row['size']:>8} keys: gpuhash on WebGPU {row['webgpu_mops']:7.2f} Mops/s; oracle agrees")
+            print(f"e2e: {row['size']:>8} keys: gpuhash on WebGPU {row['webgpu_mops']:7.3f} Mops/s; oracle agrees")
         print(f"e2e: WebGPU ran on {gpu.get('gpuhash_adapter')}: {json.dumps(gpu.get('adapter'))}")
     else:
         check(gpu.get("skipped"), "the WebGPU row neither ran nor says why it was skipped")

@@ -10,10 +10,15 @@ import init, { GpuTable, Table } from "./pkg/gpuhash_web.js";
 const q = new URLSearchParams(location.search);
 const numbers = (s) => s.split(",").map((x) => Number(x.trim()));
 const SIZES = numbers(q.get("sizes") ?? "10000,100000,1000000,4000000");
-// Operations per round of bulk calls: the seed's dispatch size.
+// Most operations per round of bulk calls: the seed's dispatch size.
 const BATCH = Number(q.get("batch") ?? 1 << 20);
+// A round has at most a tenth of the table's keys in operations (the seed's
+// 1M-operation dispatches on a 20M table are a twentieth): a round applies
+// all its inserts, then its deletes, so a longer one would fill the key
+// universe and then empty it, instead of keeping the table half full.
+const ROUND_SHARE = 10;
 // Least operations per size, so small tables run long enough to time.
-const MIN_OPS = Number(q.get("ops") ?? 1 << 21);
+const MIN_OPS = Number(q.get("ops") ?? 1 << 20);
 // Test hook: corrupt one gpuhash lookup to show that a mismatch fails loudly.
 const INJECT = q.has("inject");
 // webgpu=0 leaves the WebGPU table out.
@@ -65,12 +70,13 @@ function workload(n, seed) {
     prefillValues[i] = valueOf(prefill[i], -1);
   }
   const total = Math.max(2 * n, MIN_OPS);
+  const roundLen = Math.min(BATCH, Math.ceil(n / ROUND_SHARE));
   const next = rng(seed);
   const rounds = [];
-  const kinds = new Uint8Array(Math.min(BATCH, total));
-  const keys = new Uint32Array(Math.min(BATCH, total));
+  const kinds = new Uint8Array(Math.min(roundLen, total));
+  const keys = new Uint32Array(Math.min(roundLen, total));
   for (let done = 0, b = 0; done < total; b++) {
-    const len = Math.min(BATCH, total - done);
+    const len = Math.min(roundLen, total - done);
     const count = [0, 0, 0];
     for (let i = 0; i < len; i++) {
       const r = next() % 10;
@@ -99,7 +105,7 @@ function workload(n, seed) {
     rounds.push(round);
     done += len;
   }
-  return { n, universe, prefill, prefillValues, rounds, ops: total };
+  return { n, universe, prefill, prefillValues, rounds, ops: total, roundLen };
 }
 
 // Each run applies a round as gpuhash's bulk calls do: its inserts, then its
@@ -427,7 +433,7 @@ async function main() {
       const bad = compare(w, g, m, s);
       const mops = (ms) => w.ops / ms / 1000;
       const row = {
-        size: n, ops: w.ops, rounds: w.rounds.length, gpuhash_ms: g.ms, map_ms: m.ms, set_ms: s.ms,
+        size: n, ops: w.ops, rounds: w.rounds.length, round_ops: w.roundLen, gpuhash_ms: g.ms, map_ms: m.ms, set_ms: s.ms,
         gpuhash_mops: mops(g.ms), map_mops: mops(m.ms), set_mops: mops(s.ms),
         final_len: m.map.size, oracle: bad.count === 0 ? "agree" : "mismatch", mismatches: bad.count, examples: bad.examples,
       };
