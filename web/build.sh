@@ -8,7 +8,7 @@ want=$(awk '/^name = "wasm-bindgen"$/ { getline; gsub(/[^0-9.]/, ""); print }' C
 have=$(wasm-bindgen --version 2>/dev/null | awk '{ print $2 }' || true)
 if [ "$have" != "$want" ]; then
     echo "web/build.sh: needs wasm-bindgen $want (found '${have:-none}'); install it with" >&2
-    echo "    cargo install --locked wasm-bindgen-cli --version $want" >&2
+    echo "    cargo install --locked wasm-bindgen-cli --version =$want   (without --locked if the index lacks a locked crate)" >&2
     exit 1
 fi
 cargo build --release --target wasm32-unknown-unknown -p gpuhash-web
