@@ -4,9 +4,17 @@
 //! read-backs). Every call into wgpu that can fail runs inside error scopes,
 //! so a device error comes back as [`Error::Device`] or
 //! [`Error::OutOfMemory`] instead of wgpu's default panic.
+//!
+//! The work is written once, as `async` functions that await what the GPU
+//! reports (error scopes, buffer mapping): a browser delivers those through
+//! its event loop, so there they must be awaited, while native callers block
+//! on the same futures (they are ready once `device.poll` has waited).
 
 use std::borrow::Cow;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::{Arc, Mutex, OnceLock};
+use std::task::{Context, Poll, Waker};
 
 use wgpu::util::DeviceExt;
 
@@ -105,50 +113,72 @@ static OPENED: Mutex<Vec<(Option<usize>, Opened)>> = Mutex::new(Vec::new());
 /// The default adapter (`None`) or adapter `index` of [`adapters`], opened
 /// on first use and shared by every table on it; the reason when it cannot be.
 pub(crate) fn gpu(index: Option<usize>) -> Result<Arc<Gpu>> {
+    pollster::block_on(gpu_async(index))
+}
+
+/// [`gpu`], awaiting the adapter and device (as a browser must).
+pub(crate) async fn gpu_async(index: Option<usize>) -> Result<Arc<Gpu>> {
     let device = index.map_or(Device::Wgpu, Device::WgpuAdapter);
-    let mut opened = OPENED.lock().unwrap_or_else(|p| p.into_inner());
-    let found = match opened.iter().find(|(i, _)| *i == index) {
-        Some((_, r)) => r.clone(),
+    let cached = |opened: &[(Option<usize>, Opened)]| opened.iter().find(|(i, _)| *i == index).map(|(_, r)| r.clone());
+    let lock = || OPENED.lock().unwrap_or_else(|p| p.into_inner());
+    let known = cached(&lock());
+    let found = match known {
+        Some(r) => r,
+        // Opened without the lock held (the lock is not held across an
+        // await); if two callers race, the first one stored wins.
         None => {
-            let r = open(index).map(Arc::new);
-            opened.push((index, r.clone()));
-            r
+            let r = open(index).await.map(Arc::new);
+            let mut opened = lock();
+            match cached(&opened) {
+                Some(first) => first,
+                None => {
+                    opened.push((index, r.clone()));
+                    r
+                }
+            }
         }
     };
     found.map_err(|reason| Error::Unavailable { device: device.to_string(), reason })
 }
 
-fn open(index: Option<usize>) -> std::result::Result<Gpu, String> {
+async fn open(index: Option<usize>) -> std::result::Result<Gpu, String> {
     let instance = instance();
     let adapter = match index {
-        Some(i) => pollster::block_on(instance.enumerate_adapters(wgpu::Backends::all()))
-            .into_iter()
-            .nth(i)
-            .ok_or_else(|| format!("no wgpu adapter with index {i} ({} found)", adapters().len()))?,
+        Some(i) => {
+            let all = instance.enumerate_adapters(wgpu::Backends::all()).await;
+            let found = all.len();
+            all.into_iter().nth(i).ok_or_else(|| format!("no wgpu adapter with index {i} ({found} found)"))?
+        }
         // A hardware adapter if there is one, else a CPU implementation.
-        None => [false, true]
-            .into_iter()
-            .find_map(|fallback| {
-                pollster::block_on(instance.request_adapter(&wgpu::RequestAdapterOptions {
+        None => {
+            let mut chosen = None;
+            for fallback in [false, true] {
+                let options = wgpu::RequestAdapterOptions {
                     power_preference: wgpu::PowerPreference::HighPerformance,
                     force_fallback_adapter: fallback,
                     ..Default::default()
-                }))
-                .ok()
-            })
-            .ok_or_else(|| "no wgpu adapter (no Vulkan, Metal or DX12 driver found)".to_string())?,
+                };
+                if let Ok(a) = instance.request_adapter(&options).await {
+                    chosen = Some(a);
+                    break;
+                }
+            }
+            chosen.ok_or_else(|| "no wgpu adapter (no Vulkan, Metal, DX12 or WebGPU implementation found)".to_string())?
+        }
     };
     let info = adapter.get_info();
     // Everything the adapter offers: the largest tables it can hold. No
     // optional features: the shaders need only 32-bit atomics.
     let limits = adapter.limits();
-    let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
-        label: Some("gpuhash"),
-        required_features: wgpu::Features::empty(),
-        required_limits: limits.clone(),
-        ..Default::default()
-    }))
-    .map_err(|e| format!("{} ({:?}): {e}", info.name, info.backend))?;
+    let (device, queue) = adapter
+        .request_device(&wgpu::DeviceDescriptor {
+            label: Some("gpuhash"),
+            required_features: wgpu::Features::empty(),
+            required_limits: limits.clone(),
+            ..Default::default()
+        })
+        .await
+        .map_err(|e| format!("{} ({:?}): {e}", info.name, info.backend))?;
     // Errors are caught by scopes around each call; anything that escapes
     // them is reported, never a panic.
     device.on_uncaptured_error(Arc::new(|e: wgpu::Error| eprintln!("gpuhash: uncaptured wgpu error: {e}")));
@@ -246,12 +276,12 @@ impl Gpu {
     }
 
     /// Runs `f` inside out-of-memory and validation error scopes.
-    pub(crate) fn scoped<T>(&self, what: &str, bytes: u64, f: impl FnOnce() -> T) -> Result<T> {
+    pub(crate) async fn scoped<T>(&self, what: &str, bytes: u64, f: impl FnOnce() -> T) -> Result<T> {
         let oom = self.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
         let validation = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
         let out = f();
-        let invalid = pollster::block_on(validation.pop());
-        let out_of_memory = pollster::block_on(oom.pop());
+        let invalid = validation.pop().await;
+        let out_of_memory = oom.pop().await;
         if out_of_memory.is_some() {
             return Err(self.oom(bytes));
         }
@@ -268,7 +298,7 @@ impl Gpu {
 
     /// A storage buffer of `bytes` (at least 4), uninitialised; one
     /// allocation point of [`crate::fault`].
-    pub(crate) fn storage(&self, label: &str, bytes: u64, usage: wgpu::BufferUsages) -> Result<wgpu::Buffer> {
+    pub(crate) async fn storage(&self, label: &str, bytes: u64, usage: wgpu::BufferUsages) -> Result<wgpu::Buffer> {
         let size = bytes.max(4).next_multiple_of(4);
         crate::fault::alloc_point(size, Device::Wgpu)?;
         if size > self.max_binding() {
@@ -282,10 +312,11 @@ impl Gpu {
                 mapped_at_creation: false,
             })
         })
+        .await
     }
 
     /// A buffer for reading `bytes` back to the host; an allocation point.
-    pub(crate) fn staging(&self, bytes: u64) -> Result<wgpu::Buffer> {
+    pub(crate) async fn staging(&self, bytes: u64) -> Result<wgpu::Buffer> {
         let size = bytes.max(4).next_multiple_of(4);
         crate::fault::alloc_point(size, Device::Wgpu)?;
         if size > self.limits.max_buffer_size {
@@ -299,21 +330,26 @@ impl Gpu {
                 mapped_at_creation: false,
             })
         })
+        .await
     }
 
     /// Writes `words` at the start of `buffer` before the next submission's work.
-    pub(crate) fn write(&self, buffer: &wgpu::Buffer, words: &[u32]) -> Result<()> {
+    pub(crate) async fn write(&self, buffer: &wgpu::Buffer, words: &[u32]) -> Result<()> {
         if words.is_empty() {
             return Ok(());
         }
-        self.scoped("upload", words.len() as u64 * 4, || self.queue.write_buffer(buffer, 0, bytemuck::cast_slice(words)))
+        self.scoped("upload", words.len() as u64 * 4, || self.queue.write_buffer(buffer, 0, bytemuck::cast_slice(words))).await
     }
 
     /// The pipelines for `slot_bytes`-byte slots, compiled on first use.
-    fn pipelines(&self, slot_bytes: usize) -> Result<&[wgpu::ComputePipeline]> {
-        let (i, source) = if slot_bytes == 8 { (0, shader_source::<u64>()) } else { (1, shader_source::<u128>()) };
-        let compiled = self.pipelines[i].get_or_init(|| {
-            self.scoped("compiling the WGSL kernels", 0, || {
+    async fn pipelines(&self, slot_bytes: usize) -> Result<&[wgpu::ComputePipeline]> {
+        let i = if slot_bytes == 8 { 0 } else { 1 };
+        if let Some(compiled) = self.pipelines[i].get() {
+            return compiled.as_deref().map_err(|m| Error::Device { device: self.name(), message: m.clone() });
+        }
+        let source = if i == 0 { shader_source::<u64>() } else { shader_source::<u128>() };
+        let built = self
+            .scoped("compiling the WGSL kernels", 0, || {
                 let module = self.device.create_shader_module(wgpu::ShaderModuleDescriptor {
                     label: Some("gpuhash"),
                     source: wgpu::ShaderSource::Wgsl(Cow::Owned(source)),
@@ -332,14 +368,16 @@ impl Gpu {
                     })
                     .collect::<Vec<_>>()
             })
-            .map_err(|e| e.to_string())
-        });
+            .await
+            .map_err(|e| e.to_string());
+        // Two callers may compile at once; the first result stored is kept.
+        let compiled = self.pipelines[i].get_or_init(|| built);
         compiled.as_deref().map_err(|m| Error::Device { device: self.name(), message: m.clone() })
     }
 
     /// Starts recording dispatches on tables of `slot_bytes`-byte slots.
-    pub(crate) fn work(&self, slot_bytes: usize) -> Result<Work<'_>> {
-        self.pipelines(slot_bytes)?;
+    pub(crate) async fn work(&self, slot_bytes: usize) -> Result<Work<'_>> {
+        self.pipelines(slot_bytes).await?;
         let encoder = self.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("gpuhash") });
         Ok(Work { gpu: self, slot_bytes, encoder })
     }
@@ -347,12 +385,12 @@ impl Gpu {
 
 impl Work<'_> {
     /// Records `kernel` over `p.n` items (nothing when there are none).
-    pub(crate) fn dispatch(&mut self, kernel: Kernel, p: Params, b: &Bindings<'_>) -> Result<()> {
+    pub(crate) async fn dispatch(&mut self, kernel: Kernel, p: Params, b: &Bindings<'_>) -> Result<()> {
         if p.n == 0 {
             return Ok(());
         }
         let gpu = self.gpu;
-        let pipeline = &gpu.pipelines(self.slot_bytes)?[kernel as usize];
+        let pipeline = &gpu.pipelines(self.slot_bytes).await?[kernel as usize];
         let max_groups = gpu.limits.max_compute_workgroups_per_dimension.max(1);
         let groups = p.n.div_ceil(WORKGROUP).min(max_groups);
         let words = [p.n, p.buckets, p.limit, groups * WORKGROUP, p.seed as u32, (p.seed >> 32) as u32, 0, 0];
@@ -362,7 +400,8 @@ impl Work<'_> {
                 contents: bytemuck::cast_slice(&words),
                 usage: wgpu::BufferUsages::UNIFORM,
             })
-        })?;
+        })
+        .await?;
         fn entry(binding: u32, buf: &wgpu::Buffer) -> wgpu::BindGroupEntry<'_> {
             wgpu::BindGroupEntry { binding, resource: buf.as_entire_binding() }
         }
@@ -379,7 +418,8 @@ impl Work<'_> {
                     entry(5, b.results.unwrap_or(&gpu.placeholder_rw)),
                 ],
             })
-        })?;
+        })
+        .await?;
         let mut pass =
             self.encoder.begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some(kernel.entry()), timestamp_writes: None });
         pass.set_pipeline(pipeline);
@@ -400,42 +440,43 @@ impl Work<'_> {
         }
     }
 
-    /// Submits the work and waits for it.
-    pub(crate) fn finish(self) -> Result<()> {
+    /// Submits the work. Natively it also waits for it; on the browser's
+    /// WebGPU there is no waiting but for a mapping, and none is needed: later
+    /// submissions run after this one, and reads go through
+    /// [`Work::finish_and_read`].
+    pub(crate) async fn finish(self) -> Result<()> {
         let gpu = self.gpu;
-        let index = gpu.scoped("submitting work", 0, || gpu.queue.submit([self.encoder.finish()]))?;
+        let index = gpu.scoped("submitting work", 0, || gpu.queue.submit([self.encoder.finish()])).await?;
+        #[cfg(not(target_arch = "wasm32"))]
         gpu.device
             .poll(wgpu::PollType::Wait { submission_index: Some(index), timeout: None })
             .map_err(|e| Error::Device { device: gpu.name(), message: format!("waiting for the queue: {e}") })?;
+        #[cfg(target_arch = "wasm32")]
+        let _ = index;
         Ok(())
     }
 
     /// Submits the work, then returns the first `words` words of `staging`
     /// (a `MAP_READ` buffer the work copied results into).
-    pub(crate) fn finish_and_read(self, staging: &wgpu::Buffer, words: usize) -> Result<Vec<u32>> {
+    pub(crate) async fn finish_and_read(self, staging: &wgpu::Buffer, words: usize) -> Result<Vec<u32>> {
         let gpu = self.gpu;
-        self.finish()?;
+        self.finish().await?;
         if words == 0 {
             return Ok(Vec::new());
         }
         let slice = staging.slice(..(words as u64 * 4));
-        let (tx, rx) = std::sync::mpsc::channel();
-        slice.map_async(wgpu::MapMode::Read, move |r| {
-            let _ = tx.send(r);
-        });
-        let mapped = loop {
+        let mapped = Mapping::default();
+        let done = mapped.clone();
+        slice.map_async(wgpu::MapMode::Read, move |r| done.complete(r));
+        // Natively the mapping completes inside a poll; a browser completes it
+        // from its event loop while the await below yields.
+        #[cfg(not(target_arch = "wasm32"))]
+        while !mapped.is_complete() {
             gpu.device
                 .poll(wgpu::PollType::Wait { submission_index: None, timeout: None })
                 .map_err(|e| Error::Device { device: gpu.name(), message: format!("waiting for a read-back: {e}") })?;
-            match rx.recv_timeout(std::time::Duration::from_millis(1)) {
-                Ok(r) => break r,
-                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => continue,
-                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
-                    break Err(wgpu::BufferAsyncError);
-                }
-            }
-        };
-        mapped.map_err(|e| Error::Device { device: gpu.name(), message: format!("reading results back: {e}") })?;
+        }
+        mapped.await.map_err(|e| Error::Device { device: gpu.name(), message: format!("reading results back: {e}") })?;
         let out = {
             let view = slice
                 .get_mapped_range()
@@ -444,6 +485,49 @@ impl Work<'_> {
         };
         staging.unmap();
         Ok(out)
+    }
+}
+
+type MapResult = std::result::Result<(), wgpu::BufferAsyncError>;
+
+/// The outcome of one `map_async`, as a future: the callback completes it and
+/// wakes whoever awaits it.
+#[derive(Clone, Default)]
+struct Mapping(Arc<Mutex<(Option<MapResult>, Option<Waker>)>>);
+
+impl Mapping {
+    fn lock(&self) -> std::sync::MutexGuard<'_, (Option<MapResult>, Option<Waker>)> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn complete(&self, r: MapResult) {
+        let waker = {
+            let mut state = self.lock();
+            state.0 = Some(r);
+            state.1.take()
+        };
+        if let Some(w) = waker {
+            w.wake();
+        }
+    }
+
+    #[cfg(not(target_arch = "wasm32"))]
+    fn is_complete(&self) -> bool {
+        self.lock().0.is_some()
+    }
+}
+
+impl Future for Mapping {
+    type Output = MapResult;
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<MapResult> {
+        let mut state = self.lock();
+        match state.0.take() {
+            Some(r) => Poll::Ready(r),
+            None => {
+                state.1 = Some(cx.waker().clone());
+                Poll::Pending
+            }
+        }
     }
 }
 

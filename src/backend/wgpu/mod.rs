@@ -105,7 +105,7 @@ struct Slots {
 }
 
 impl Slots {
-    fn new(gpu: Arc<Gpu>, config: &Config, slot_bytes: usize) -> Result<Slots> {
+    async fn new(gpu: Arc<Gpu>, config: &Config, slot_bytes: usize) -> Result<Slots> {
         let spb = (BUCKET_BYTES / slot_bytes) as u64;
         let buckets = config.slots / spb;
         let bytes = config.slots.saturating_mul(slot_bytes as u64);
@@ -113,11 +113,11 @@ impl Slots {
         if bytes / 4 > u32::MAX as u64 {
             return Err(Error::OutOfMemory { bytes, device: gpu.name() });
         }
-        let buffer = gpu.storage("gpuhash slots", bytes, wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST)?;
-        let occupied = gpu.storage("gpuhash occupied", config.slots.div_ceil(32) * 4, wgpu::BufferUsages::COPY_DST)?;
+        let buffer = gpu.storage("gpuhash slots", bytes, wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST).await?;
+        let occupied = gpu.storage("gpuhash occupied", config.slots.div_ceil(32) * 4, wgpu::BufferUsages::COPY_DST).await?;
         let probe = ProbeParams { buckets, seed: config.seed, limit: config.max_probe_buckets.clamp(1, buckets) };
         let mut s = Slots { gpu, buffer, occupied, slot_bytes, probe, live: 0, tombstones: 0 };
-        s.reset()?;
+        s.reset().await?;
         Ok(s)
     }
 
@@ -144,12 +144,12 @@ impl Slots {
     }
 
     /// Every slot EMPTY, every occupancy bit clear.
-    fn reset(&mut self) -> Result<()> {
-        let mut w = self.gpu.work(self.slot_bytes)?;
+    async fn reset(&mut self) -> Result<()> {
+        let mut w = self.gpu.work(self.slot_bytes).await?;
         let words = (self.buffer.size() / 4) as usize;
-        w.dispatch(Kernel::FillEmpty, self.params(words), &self.bind(None, None, None))?;
+        w.dispatch(Kernel::FillEmpty, self.params(words), &self.bind(None, None, None)).await?;
         w.clear(&self.occupied);
-        w.finish()?;
+        w.finish().await?;
         self.live = 0;
         self.tombstones = 0;
         Ok(())
@@ -178,7 +178,7 @@ impl Slots {
     }
 
     /// For each key (never a marker): its slot and value bits, if stored.
-    fn locate(&self, keys: &[u64]) -> Result<Vec<Option<(u32, u64)>>> {
+    async fn locate(&self, keys: &[u64]) -> Result<Vec<Option<(u32, u64)>>> {
         if keys.is_empty() {
             return Ok(Vec::new());
         }
@@ -186,9 +186,9 @@ impl Slots {
         let stride = 1 + fw;
         let chunk = self.chunk(keys.len());
         let gpu = &self.gpu;
-        let items = gpu.storage("gpuhash keys", (chunk * fw * 4) as u64, wgpu::BufferUsages::COPY_DST)?;
-        let results = gpu.storage("gpuhash results", (chunk * stride * 4) as u64, wgpu::BufferUsages::COPY_SRC)?;
-        let staging = gpu.staging((chunk * stride * 4) as u64)?;
+        let items = gpu.storage("gpuhash keys", (chunk * fw * 4) as u64, wgpu::BufferUsages::COPY_DST).await?;
+        let results = gpu.storage("gpuhash results", (chunk * stride * 4) as u64, wgpu::BufferUsages::COPY_SRC).await?;
+        let staging = gpu.staging((chunk * stride * 4) as u64).await?;
         let mut out = Vec::with_capacity(keys.len());
         let mut words = Vec::with_capacity(chunk * fw);
         for part in keys.chunks(chunk) {
@@ -196,11 +196,11 @@ impl Slots {
             for &k in part {
                 self.push_field(&mut words, k);
             }
-            gpu.write(&items, &words)?;
-            let mut w = gpu.work(self.slot_bytes)?;
-            w.dispatch(Kernel::Locate, self.params(part.len()), &self.bind(Some(&items), None, Some(&results)))?;
+            gpu.write(&items, &words).await?;
+            let mut w = gpu.work(self.slot_bytes).await?;
+            w.dispatch(Kernel::Locate, self.params(part.len()), &self.bind(Some(&items), None, Some(&results))).await?;
             w.copy(&results, &staging, (part.len() * stride * 4) as u64);
-            let r = w.finish_and_read(&staging, part.len() * stride)?;
+            let r = w.finish_and_read(&staging, part.len() * stride).await?;
             out.extend(r.chunks_exact(stride).map(|c| (c[0] != NONE).then(|| (c[0], Self::field(&c[1..])))));
         }
         Ok(out)
@@ -210,7 +210,7 @@ impl Slots {
     /// [`Slots::locate`], then places `new` (key, value bits): keys absent
     /// from the table and distinct. Returns each new key's slot, or
     /// [`NONE`] where it found no free slot within the probe limit.
-    fn place(&mut self, updates: &[(u32, u64)], new: &[(u64, u64)]) -> Result<Vec<u32>> {
+    async fn place(&mut self, updates: &[(u32, u64)], new: &[(u64, u64)]) -> Result<Vec<u32>> {
         let fw = self.field_words();
         let n = updates.len().max(new.len());
         if n == 0 {
@@ -219,15 +219,15 @@ impl Slots {
         let chunk = self.chunk(n);
         let gpu = self.gpu.clone();
         // Everything is allocated before the first write to the table.
-        let items = gpu.storage("gpuhash keys", (chunk * fw * 4) as u64, wgpu::BufferUsages::COPY_DST)?;
-        let values = gpu.storage("gpuhash values", (chunk * fw * 4) as u64, wgpu::BufferUsages::COPY_DST)?;
+        let items = gpu.storage("gpuhash keys", (chunk * fw * 4) as u64, wgpu::BufferUsages::COPY_DST).await?;
+        let values = gpu.storage("gpuhash values", (chunk * fw * 4) as u64, wgpu::BufferUsages::COPY_DST).await?;
         let (results, staging) = if new.is_empty() {
             (None, None)
         } else {
             let bytes = (chunk.min(new.len()) * 4) as u64;
             (
-                Some(gpu.storage("gpuhash results", bytes, wgpu::BufferUsages::COPY_SRC)?),
-                Some(gpu.staging(bytes)?),
+                Some(gpu.storage("gpuhash results", bytes, wgpu::BufferUsages::COPY_SRC).await?),
+                Some(gpu.staging(bytes).await?),
             )
         };
         let (mut iw, mut vw) = (Vec::with_capacity(chunk * fw), Vec::with_capacity(chunk * fw));
@@ -238,11 +238,11 @@ impl Slots {
                 iw.push(slot);
                 self.push_field(&mut vw, v);
             }
-            gpu.write(&items, &iw)?;
-            gpu.write(&values, &vw)?;
-            let mut w = gpu.work(self.slot_bytes)?;
-            w.dispatch(Kernel::StoreValues, self.params(part.len()), &self.bind(Some(&items), Some(&values), None))?;
-            w.finish()?;
+            gpu.write(&items, &iw).await?;
+            gpu.write(&values, &vw).await?;
+            let mut w = gpu.work(self.slot_bytes).await?;
+            w.dispatch(Kernel::StoreValues, self.params(part.len()), &self.bind(Some(&items), Some(&values), None)).await?;
+            w.finish().await?;
         }
         let mut placed = Vec::with_capacity(new.len());
         if let (Some(results), Some(staging)) = (&results, &staging) {
@@ -253,12 +253,12 @@ impl Slots {
                     self.push_field(&mut iw, k);
                     self.push_field(&mut vw, v);
                 }
-                gpu.write(&items, &iw)?;
-                gpu.write(&values, &vw)?;
-                let mut w = gpu.work(self.slot_bytes)?;
-                w.dispatch(Kernel::Claim, self.params(part.len()), &self.bind(Some(&items), Some(&values), Some(results)))?;
+                gpu.write(&items, &iw).await?;
+                gpu.write(&values, &vw).await?;
+                let mut w = gpu.work(self.slot_bytes).await?;
+                w.dispatch(Kernel::Claim, self.params(part.len()), &self.bind(Some(&items), Some(&values), Some(results))).await?;
                 w.copy(results, staging, (part.len() * 4) as u64);
-                let r = w.finish_and_read(staging, part.len())?;
+                let r = w.finish_and_read(staging, part.len()).await?;
                 self.live += r.iter().filter(|&&s| s != NONE).count() as u64;
                 placed.extend(r);
             }
@@ -267,7 +267,7 @@ impl Slots {
     }
 
     /// Erases distinct keys (never a marker); returns how many were stored.
-    fn erase(&mut self, keys: &[u64]) -> Result<u64> {
+    async fn erase(&mut self, keys: &[u64]) -> Result<u64> {
         if keys.is_empty() {
             return Ok(0);
         }
@@ -275,9 +275,9 @@ impl Slots {
         let stride = 1 + fw;
         let chunk = self.chunk(keys.len());
         let gpu = self.gpu.clone();
-        let items = gpu.storage("gpuhash keys", (chunk * fw * 4) as u64, wgpu::BufferUsages::COPY_DST)?;
-        let results = gpu.storage("gpuhash results", (chunk * stride * 4) as u64, wgpu::BufferUsages::COPY_SRC)?;
-        let staging = gpu.staging((chunk * stride * 4) as u64)?;
+        let items = gpu.storage("gpuhash keys", (chunk * fw * 4) as u64, wgpu::BufferUsages::COPY_DST).await?;
+        let results = gpu.storage("gpuhash results", (chunk * stride * 4) as u64, wgpu::BufferUsages::COPY_SRC).await?;
+        let staging = gpu.staging((chunk * stride * 4) as u64).await?;
         let mut words = Vec::with_capacity(chunk * fw);
         let mut removed = 0;
         for part in keys.chunks(chunk) {
@@ -285,15 +285,15 @@ impl Slots {
             for &k in part {
                 self.push_field(&mut words, k);
             }
-            gpu.write(&items, &words)?;
-            let mut w = gpu.work(self.slot_bytes)?;
+            gpu.write(&items, &words).await?;
+            let mut w = gpu.work(self.slot_bytes).await?;
             let b = self.bind(Some(&items), None, Some(&results));
             // Locate every key first, then write the tombstones: no
             // invocation reads a slot another one is overwriting.
-            w.dispatch(Kernel::Locate, self.params(part.len()), &b)?;
-            w.dispatch(Kernel::Tombstone, self.params(part.len()), &b)?;
+            w.dispatch(Kernel::Locate, self.params(part.len()), &b).await?;
+            w.dispatch(Kernel::Tombstone, self.params(part.len()), &b).await?;
             w.copy(&results, &staging, (part.len() * stride * 4) as u64);
-            let r = w.finish_and_read(&staging, part.len() * stride)?;
+            let r = w.finish_and_read(&staging, part.len() * stride).await?;
             let n = r.chunks_exact(stride).filter(|c| c[0] == 1).count() as u64;
             self.live -= n;
             self.tombstones += n;
@@ -303,20 +303,20 @@ impl Slots {
     }
 
     /// Every slot's words, read back.
-    fn read_all(&self) -> Result<Vec<u32>> {
+    async fn read_all(&self) -> Result<Vec<u32>> {
         let bytes = self.buffer.size();
-        let staging = self.gpu.staging(bytes)?;
-        let mut w = self.gpu.work(self.slot_bytes)?;
+        let staging = self.gpu.staging(bytes).await?;
+        let mut w = self.gpu.work(self.slot_bytes).await?;
         w.copy(&self.buffer, &staging, bytes);
-        w.finish_and_read(&staging, (bytes / 4) as usize)
+        w.finish_and_read(&staging, (bytes / 4) as usize).await
     }
 
     /// (slot, key bits, value bits) of every full slot.
-    fn pairs(&self) -> Result<Vec<(u64, u64, u64)>> {
+    async fn pairs(&self) -> Result<Vec<(u64, u64, u64)>> {
         let fw = self.field_words();
         let empty = if fw == 1 { <u64 as Word>::empty_key_field() } else { <u128 as Word>::empty_key_field() };
         let tomb = if fw == 1 { <u64 as Word>::tombstone_key_field() } else { <u128 as Word>::tombstone_key_field() };
-        let words = self.read_all()?;
+        let words = self.read_all().await?;
         Ok(words
             .chunks_exact(2 * fw)
             .enumerate()
@@ -342,14 +342,24 @@ impl<K: Key, V: Value> WgpuTable<K, V> {
     /// An empty table with `config.slots` slots on `device`
     /// ([`Device::Wgpu`] or [`Device::WgpuAdapter`]).
     pub fn new(device: Device, config: Config) -> Result<Self> {
+        pollster::block_on(Self::new_async(device, config))
+    }
+
+    /// [`WgpuTable::new`], awaiting the adapter and the GPU instead of
+    /// blocking (a browser's WebGPU can only be awaited). The `_async`
+    /// methods are the table's one implementation; the [`Backend`] methods
+    /// that [`crate::HashTable`] calls block on them. They check their
+    /// arguments' lengths but do not grow the table: growth is the table
+    /// API's, so callers of these watch [`Backend::used`] themselves.
+    pub async fn new_async(device: Device, config: Config) -> Result<Self> {
         let index = match device {
             Device::Wgpu => None,
             Device::WgpuAdapter(i) => Some(i),
             other => return Err(Error::Unsupported(format!("{other} is not a wgpu device"))),
         };
-        let gpu = gpu::gpu(index)?;
+        let gpu = gpu::gpu_async(index).await?;
         check_scheme(config.scheme)?;
-        let slots = Slots::new(gpu, &config, W::<K, V>::BYTES)?;
+        let slots = Slots::new(gpu, &config, W::<K, V>::BYTES).await?;
         Ok(WgpuTable { slots, specials: [None, None], config, device, _types: PhantomData })
     }
 
@@ -363,6 +373,188 @@ impl<K: Key, V: Value> WgpuTable<K, V> {
         for &(s, v) in events {
             super::apply_special(&mut self.specials[s], v, mode, out);
         }
+    }
+
+    /// The bulk insert of [`Backend::insert`], awaiting the GPU instead of
+    /// blocking on it (as a browser must): the same code, which the
+    /// blocking form runs to completion. Checks that `values` is as long as
+    /// `keys`.
+    pub async fn insert_async(&mut self, keys: &[K], values: &[V], mode: InsertMode) -> Result<RawInsert> {
+        check_len("insert", keys.len(), values.len(), "values")?;
+        // Fold the batch's duplicates: one entry per distinct in-slot key,
+        // with how many positions hold it and the value they leave.
+        let mut index: FastMap<u32> = FastMap::default();
+        let (mut ukeys, mut uvals, mut count) = (Vec::new(), Vec::new(), Vec::new());
+        let mut which = Vec::with_capacity(keys.len());
+        let mut events = Vec::new();
+        for (&k, &v) in keys.iter().zip(values) {
+            if let Some(s) = special_index(k) {
+                events.push((s, v));
+                which.push(NONE);
+                continue;
+            }
+            match index.entry(k.to_u64()) {
+                Entry::Occupied(e) => {
+                    let u = *e.get() as usize;
+                    count[u] += 1;
+                    uvals[u] = match mode {
+                        InsertMode::Assign => v.to_bits(),
+                        InsertMode::IfAbsent => uvals[u],
+                        InsertMode::Apply(op) => reduce_bits::<V>(op, uvals[u], v.to_bits()),
+                    };
+                    which.push(u as u32);
+                }
+                Entry::Vacant(e) => {
+                    e.insert(ukeys.len() as u32);
+                    which.push(ukeys.len() as u32);
+                    ukeys.push(k.to_u64());
+                    uvals.push(v.to_bits());
+                    count.push(1u64);
+                }
+            }
+        }
+        drop(index);
+
+        // Keys already stored get their new value; the others need a slot.
+        let found = self.slots.locate(&ukeys).await?;
+        let mut updates = Vec::new();
+        let mut new = Vec::new();
+        let mut new_of = Vec::new();
+        for (u, f) in found.iter().enumerate() {
+            match (*f, mode) {
+                (Some((s, _)), InsertMode::Assign) => updates.push((s, uvals[u])),
+                (Some(_), InsertMode::IfAbsent) => {}
+                (Some((s, old)), InsertMode::Apply(op)) => updates.push((s, reduce_bits::<V>(op, old, uvals[u]))),
+                (None, _) => {
+                    new.push((ukeys[u], uvals[u]));
+                    new_of.push(u);
+                }
+            }
+        }
+        let placed = self.slots.place(&updates, &new).await?;
+
+        let mut out = RawInsert::default();
+        let mut refused = vec![false; ukeys.len()];
+        for (u, f) in found.iter().enumerate() {
+            if f.is_some() {
+                out.existing += count[u];
+            }
+        }
+        for (&u, &s) in new_of.iter().zip(&placed) {
+            if s == NONE {
+                refused[u] = true;
+            } else {
+                out.inserted += 1;
+                out.existing += count[u] - 1;
+            }
+        }
+        // A refused key is refused at every position that holds it, ascending.
+        out.failed = which.iter().enumerate().filter(|&(_, &u)| u != NONE && refused[u as usize]).map(|(i, _)| i).collect();
+        self.apply_specials(&events, mode, &mut out);
+        Ok(out)
+    }
+
+    /// [`Backend::find`], awaiting the GPU. Checks the outputs' lengths.
+    pub async fn find_async(&self, keys: &[K], values: &mut [V], found: &mut [bool]) -> Result<u64> {
+        check_len("find", keys.len(), values.len(), "value outputs")?;
+        check_len("find", keys.len(), found.len(), "found outputs")?;
+        let in_slots: Vec<u64> = keys.iter().filter(|k| special_index(**k).is_none()).map(|k| k.to_u64()).collect();
+        let mut located = self.slots.locate(&in_slots).await?.into_iter();
+        let mut hits = 0;
+        for (i, &k) in keys.iter().enumerate() {
+            let r = match special_index(k) {
+                Some(s) => self.specials[s],
+                None => located.next().flatten().map(|(_, v)| V::from_bits(v)),
+            };
+            values[i] = r.unwrap_or(V::from_bits(0));
+            found[i] = r.is_some();
+            hits += r.is_some() as u64;
+        }
+        Ok(hits)
+    }
+
+    /// [`Backend::erase`], awaiting the GPU.
+    pub async fn erase_async(&mut self, keys: &[K]) -> Result<u64> {
+        let mut seen: FastMap<()> = FastMap::default();
+        let mut distinct = Vec::new();
+        let mut hit_specials = [false; 2];
+        for &k in keys {
+            match special_index(k) {
+                Some(s) => hit_specials[s] = true,
+                None => {
+                    if seen.insert(k.to_u64(), ()).is_none() {
+                        distinct.push(k.to_u64());
+                    }
+                }
+            }
+        }
+        let mut removed = self.slots.erase(&distinct).await?;
+        for (hit, slot) in hit_specials.into_iter().zip(self.specials.iter_mut()) {
+            if hit && slot.take().is_some() {
+                removed += 1;
+            }
+        }
+        Ok(removed)
+    }
+
+    /// [`Backend::clear`], awaiting the GPU.
+    pub async fn clear_async(&mut self) -> Result<()> {
+        self.slots.reset().await?;
+        self.specials = [None, None];
+        Ok(())
+    }
+
+    /// [`Backend::rehash`], awaiting the GPU.
+    pub async fn rehash_async(&mut self, slots: u64) -> Result<()> {
+        let config = Config { slots, ..self.config };
+        let pairs = self.slots.pairs().await?;
+        // The new slots are allocated before anything changes; the old ones
+        // stay the table's until every key has found a place.
+        let mut fresh = Slots::new(self.slots.gpu.clone(), &config, self.slots.slot_bytes).await?;
+        let new: Vec<(u64, u64)> = pairs.iter().map(|&(_, k, v)| (k, v)).collect();
+        let placed = fresh.place(&[], &new).await?;
+        let unplaced = placed.iter().filter(|&&s| s == NONE).count() as u64;
+        if unplaced > 0 {
+            return Err(Error::RehashFailed { slots, unplaced });
+        }
+        self.slots = fresh;
+        self.config = config;
+        Ok(())
+    }
+
+    /// [`Backend::export`], awaiting the GPU.
+    pub async fn export_async(&self) -> Result<(Vec<K>, Vec<V>)> {
+        let pairs = self.slots.pairs().await?;
+        let mut keys = Vec::with_capacity(pairs.len() + 2);
+        let mut values = Vec::with_capacity(pairs.len() + 2);
+        for (_, k, v) in pairs {
+            keys.push(K::from_u64(k));
+            values.push(V::from_bits(v));
+        }
+        for (s, key) in [K::EMPTY, K::TOMBSTONE].into_iter().enumerate() {
+            if let Some(v) = self.specials[s] {
+                keys.push(key);
+                values.push(v);
+            }
+        }
+        Ok((keys, values))
+    }
+
+    async fn displacement_async(&self) -> Result<(u64, u64)> {
+        let spb = (BUCKET_BYTES / self.slots.slot_bytes) as u64;
+        let p = self.slots.probe;
+        Ok(self.slots.pairs().await?.into_iter().fold((0, 0), |(sum, max), (s, k, _)| {
+            let d = p.displacement(k, s / spb);
+            (sum + d, max.max(d))
+        }))
+    }
+}
+
+fn check_len(op: &'static str, keys: usize, other: usize, what: &'static str) -> Result<()> {
+    if keys == other {
+        Ok(())
+    } else {
+        Err(Error::LengthMismatch { op, keys, other, what })
     }
 }
 
@@ -400,93 +592,11 @@ impl<K: Key, V: Value> Backend<K, V> for WgpuTable<K, V> {
     }
 
     fn insert(&mut self, keys: &[K], values: &[V], mode: InsertMode) -> Result<RawInsert> {
-        // Fold the batch's duplicates: one entry per distinct in-slot key,
-        // with how many positions hold it and the value they leave.
-        let mut index: FastMap<u32> = FastMap::default();
-        let (mut ukeys, mut uvals, mut count) = (Vec::new(), Vec::new(), Vec::new());
-        let mut which = Vec::with_capacity(keys.len());
-        let mut events = Vec::new();
-        for (&k, &v) in keys.iter().zip(values) {
-            if let Some(s) = special_index(k) {
-                events.push((s, v));
-                which.push(NONE);
-                continue;
-            }
-            match index.entry(k.to_u64()) {
-                Entry::Occupied(e) => {
-                    let u = *e.get() as usize;
-                    count[u] += 1;
-                    uvals[u] = match mode {
-                        InsertMode::Assign => v.to_bits(),
-                        InsertMode::IfAbsent => uvals[u],
-                        InsertMode::Apply(op) => reduce_bits::<V>(op, uvals[u], v.to_bits()),
-                    };
-                    which.push(u as u32);
-                }
-                Entry::Vacant(e) => {
-                    e.insert(ukeys.len() as u32);
-                    which.push(ukeys.len() as u32);
-                    ukeys.push(k.to_u64());
-                    uvals.push(v.to_bits());
-                    count.push(1u64);
-                }
-            }
-        }
-        drop(index);
-
-        // Keys already stored get their new value; the others need a slot.
-        let found = self.slots.locate(&ukeys)?;
-        let mut updates = Vec::new();
-        let mut new = Vec::new();
-        let mut new_of = Vec::new();
-        for (u, f) in found.iter().enumerate() {
-            match (*f, mode) {
-                (Some((s, _)), InsertMode::Assign) => updates.push((s, uvals[u])),
-                (Some(_), InsertMode::IfAbsent) => {}
-                (Some((s, old)), InsertMode::Apply(op)) => updates.push((s, reduce_bits::<V>(op, old, uvals[u]))),
-                (None, _) => {
-                    new.push((ukeys[u], uvals[u]));
-                    new_of.push(u);
-                }
-            }
-        }
-        let placed = self.slots.place(&updates, &new)?;
-
-        let mut out = RawInsert::default();
-        let mut refused = vec![false; ukeys.len()];
-        for (u, f) in found.iter().enumerate() {
-            if f.is_some() {
-                out.existing += count[u];
-            }
-        }
-        for (&u, &s) in new_of.iter().zip(&placed) {
-            if s == NONE {
-                refused[u] = true;
-            } else {
-                out.inserted += 1;
-                out.existing += count[u] - 1;
-            }
-        }
-        // A refused key is refused at every position that holds it, ascending.
-        out.failed = which.iter().enumerate().filter(|&(_, &u)| u != NONE && refused[u as usize]).map(|(i, _)| i).collect();
-        self.apply_specials(&events, mode, &mut out);
-        Ok(out)
+        pollster::block_on(self.insert_async(keys, values, mode))
     }
 
     fn find(&self, keys: &[K], values: &mut [V], found: &mut [bool]) -> Result<u64> {
-        let in_slots: Vec<u64> = keys.iter().filter(|k| special_index(**k).is_none()).map(|k| k.to_u64()).collect();
-        let mut located = self.slots.locate(&in_slots)?.into_iter();
-        let mut hits = 0;
-        for (i, &k) in keys.iter().enumerate() {
-            let r = match special_index(k) {
-                Some(s) => self.specials[s],
-                None => located.next().flatten().map(|(_, v)| V::from_bits(v)),
-            };
-            values[i] = r.unwrap_or(V::from_bits(0));
-            found[i] = r.is_some();
-            hits += r.is_some() as u64;
-        }
-        Ok(hits)
+        pollster::block_on(self.find_async(keys, values, found))
     }
 
     fn contains(&self, keys: &[K], found: &mut [bool]) -> Result<u64> {
@@ -495,74 +605,22 @@ impl<K: Key, V: Value> Backend<K, V> for WgpuTable<K, V> {
     }
 
     fn erase(&mut self, keys: &[K]) -> Result<u64> {
-        let mut seen: FastMap<()> = FastMap::default();
-        let mut distinct = Vec::new();
-        let mut hit_specials = [false; 2];
-        for &k in keys {
-            match special_index(k) {
-                Some(s) => hit_specials[s] = true,
-                None => {
-                    if seen.insert(k.to_u64(), ()).is_none() {
-                        distinct.push(k.to_u64());
-                    }
-                }
-            }
-        }
-        let mut removed = self.slots.erase(&distinct)?;
-        for (hit, slot) in hit_specials.into_iter().zip(self.specials.iter_mut()) {
-            if hit && slot.take().is_some() {
-                removed += 1;
-            }
-        }
-        Ok(removed)
+        pollster::block_on(self.erase_async(keys))
     }
 
     fn clear(&mut self) -> Result<()> {
-        self.slots.reset()?;
-        self.specials = [None, None];
-        Ok(())
+        pollster::block_on(self.clear_async())
     }
 
     fn rehash(&mut self, slots: u64) -> Result<()> {
-        let config = Config { slots, ..self.config };
-        let pairs = self.slots.pairs()?;
-        // The new slots are allocated before anything changes; the old ones
-        // stay the table's until every key has found a place.
-        let mut fresh = Slots::new(self.slots.gpu.clone(), &config, self.slots.slot_bytes)?;
-        let new: Vec<(u64, u64)> = pairs.iter().map(|&(_, k, v)| (k, v)).collect();
-        let placed = fresh.place(&[], &new)?;
-        let unplaced = placed.iter().filter(|&&s| s == NONE).count() as u64;
-        if unplaced > 0 {
-            return Err(Error::RehashFailed { slots, unplaced });
-        }
-        self.slots = fresh;
-        self.config = config;
-        Ok(())
+        pollster::block_on(self.rehash_async(slots))
     }
 
     fn export(&self) -> Result<(Vec<K>, Vec<V>)> {
-        let pairs = self.slots.pairs()?;
-        let mut keys = Vec::with_capacity(pairs.len() + 2);
-        let mut values = Vec::with_capacity(pairs.len() + 2);
-        for (_, k, v) in pairs {
-            keys.push(K::from_u64(k));
-            values.push(V::from_bits(v));
-        }
-        for (s, key) in [K::EMPTY, K::TOMBSTONE].into_iter().enumerate() {
-            if let Some(v) = self.specials[s] {
-                keys.push(key);
-                values.push(v);
-            }
-        }
-        Ok((keys, values))
+        pollster::block_on(self.export_async())
     }
 
     fn displacement(&self) -> Result<(u64, u64)> {
-        let spb = (BUCKET_BYTES / self.slots.slot_bytes) as u64;
-        let p = self.slots.probe;
-        Ok(self.slots.pairs()?.into_iter().fold((0, 0), |(sum, max), (s, k, _)| {
-            let d = p.displacement(k, s / spb);
-            (sum + d, max.max(d))
-        }))
+        pollster::block_on(self.displacement_async())
     }
 }

@@ -1,0 +1,264 @@
+//! The WebGPU table: gpuhash's wgpu backend on the browser's adapter,
+//! through the backend's awaitable operations (`WgpuTable::*_async`, the
+//! same code the native blocking calls run), each JS call returning a
+//! Promise.
+
+use std::cell::RefCell;
+use std::rc::Rc;
+
+use gpuhash::backend::wgpu::WgpuTable;
+use gpuhash::backend::{Backend, Config, InsertMode};
+use gpuhash::core::capacity::{grow_target, load_limit, slots_for_keys, DEFAULT_MAX_LOAD};
+use gpuhash::core::hash::DEFAULT_SEED;
+use gpuhash::{Device, Memory, Scheme};
+use js_sys::{Promise, Uint32Array, Uint8Array};
+use wasm_bindgen::prelude::*;
+use wasm_bindgen_futures::future_to_promise;
+
+use crate::{js, key_count};
+
+/// Bytes of a `u32 -> u32` slot.
+const SLOT_BYTES: usize = 8;
+/// The only scheme the wgpu backend implements so far.
+const SCHEME: Scheme = Scheme::Linear;
+/// Grow-and-retry rounds for keys refused at the probe limit; each at least
+/// doubles the table, so a handful always make room.
+const RETRIES: usize = 16;
+
+/// The plain-Rust WebGPU table under [`GpuTable`] (natively testable on any
+/// wgpu adapter).
+pub struct GpuCore {
+    table: WgpuTable<u32, u32>,
+}
+
+fn text(e: gpuhash::Error) -> String {
+    e.to_string()
+}
+
+impl GpuCore {
+    /// A table sized for `keys` keys on the default wgpu adapter (in a
+    /// browser: `navigator.gpu`'s).
+    pub async fn create(keys: f64) -> Result<GpuCore, String> {
+        let keys = key_count(keys)?;
+        let slots = Self::round(slots_for_keys(keys, DEFAULT_MAX_LOAD))?;
+        let config = Config {
+            slots,
+            max_probe_buckets: SCHEME.default_max_probe_buckets(),
+            seed: DEFAULT_SEED,
+            scheme: SCHEME,
+            memory: Memory::Device,
+        };
+        let table = WgpuTable::new_async(Device::Wgpu, config).await.map_err(text)?;
+        Ok(GpuCore { table })
+    }
+
+    fn round(slots: u64) -> Result<u64, String> {
+        SCHEME.round_slots(slots, SLOT_BYTES).ok_or_else(|| format!("{slots} slots is beyond any table"))
+    }
+
+    /// The adapter: name and graphics backend (a browser may tell no name).
+    pub fn adapter(&self) -> String {
+        let a = self.table.adapter();
+        let name = if a.name.is_empty() { "unnamed adapter" } else { &a.name };
+        format!("{name} ({:?})", a.backend)
+    }
+
+    /// Keys stored.
+    pub fn len(&self) -> u64 {
+        self.table.len()
+    }
+
+    /// Whether no key is stored.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Slots allocated.
+    pub fn capacity(&self) -> u64 {
+        self.table.slots()
+    }
+
+    /// Rebuilds so that `expected` live keys fit under the maximum load:
+    /// at the same size (dropping tombstones) if they do, else grown.
+    async fn make_room(&mut self, expected: u64) -> Result<(), String> {
+        let slots = self.table.slots();
+        let target = if expected <= load_limit(slots, DEFAULT_MAX_LOAD) {
+            slots
+        } else {
+            grow_target(slots, expected, DEFAULT_MAX_LOAD)
+        };
+        self.table.rehash_async(Self::round(target)?).await.map_err(text)
+    }
+
+    /// Insert-or-assign; returns how many keys were new. The growth policy
+    /// of the table API, kept small: before a batch that could pass the
+    /// maximum load (live keys plus tombstones), rebuild; keys refused at
+    /// the probe limit grow the table and are tried again.
+    pub async fn insert(&mut self, keys: &[u32], values: &[u32]) -> Result<u64, String> {
+        if keys.len() != values.len() {
+            return Err(format!("insert: {} keys but {} values", keys.len(), values.len()));
+        }
+        let batch = keys.len() as u64;
+        if self.table.used() + batch > load_limit(self.table.slots(), DEFAULT_MAX_LOAD) {
+            self.make_room(self.table.len() + batch).await?;
+        }
+        let out = self.table.insert_async(keys, values, InsertMode::Assign).await.map_err(text)?;
+        let mut inserted = out.inserted;
+        let mut pending = out.failed;
+        for _ in 0..RETRIES {
+            if pending.is_empty() {
+                return Ok(inserted);
+            }
+            let slots = self.table.slots();
+            let grown = grow_target(slots, self.table.len() + pending.len() as u64, DEFAULT_MAX_LOAD);
+            self.table.rehash_async(Self::round(grown)?).await.map_err(text)?;
+            let k: Vec<u32> = pending.iter().map(|&i| keys[i]).collect();
+            let v: Vec<u32> = pending.iter().map(|&i| values[i]).collect();
+            let again = self.table.insert_async(&k, &v, InsertMode::Assign).await.map_err(text)?;
+            inserted += again.inserted;
+            pending = again.failed.iter().map(|&i| pending[i]).collect();
+        }
+        if pending.is_empty() {
+            Ok(inserted)
+        } else {
+            Err(format!("insert: {} keys found no slot after {RETRIES} growths", pending.len()))
+        }
+    }
+
+    /// Erases keys; returns how many were present.
+    pub async fn erase(&mut self, keys: &[u32]) -> Result<u64, String> {
+        self.table.erase_async(keys).await.map_err(text)
+    }
+
+    /// Looks keys up: (values, found flags as 1 or 0, hits).
+    pub async fn find(&self, keys: &[u32]) -> Result<(Vec<u32>, Vec<u8>, u64), String> {
+        let mut values = vec![0; keys.len()];
+        let mut found = vec![false; keys.len()];
+        let hits = self.table.find_async(keys, &mut values, &mut found).await.map_err(text)?;
+        Ok((values, found.into_iter().map(u8::from).collect(), hits))
+    }
+}
+
+/// A `u32 -> u32` table on the browser's WebGPU adapter. Every operation
+/// returns a Promise; one call at a time (await each before the next, else
+/// the next one rejects).
+#[wasm_bindgen]
+pub struct GpuTable {
+    core: Rc<RefCell<GpuCore>>,
+}
+
+const BUSY: &str = "the table is busy with an earlier call: await it before the next";
+
+fn reject(message: String) -> JsValue {
+    js(message).into()
+}
+
+#[wasm_bindgen]
+impl GpuTable {
+    /// `await GpuTable.create(keys)`: a table sized for `keys` keys (it
+    /// grows past them). Rejects if there is no WebGPU adapter or the count
+    /// is bad.
+    pub async fn create(keys: f64) -> Result<GpuTable, JsError> {
+        let core = GpuCore::create(keys).await.map_err(js)?;
+        Ok(GpuTable { core: Rc::new(RefCell::new(core)) })
+    }
+
+    /// Inserts pairs (as `Table.insert`); resolves to how many keys were new.
+    pub fn insert(&self, keys: Vec<u32>, values: Vec<u32>) -> Promise {
+        let core = self.core.clone();
+        future_to_promise(async move {
+            let mut t = core.try_borrow_mut().map_err(|_| reject(BUSY.into()))?;
+            let n = t.insert(&keys, &values).await.map_err(reject)?;
+            Ok(JsValue::from_f64(n as f64))
+        })
+    }
+
+    /// Erases keys; resolves to how many were present.
+    pub fn erase(&self, keys: Vec<u32>) -> Promise {
+        let core = self.core.clone();
+        future_to_promise(async move {
+            let mut t = core.try_borrow_mut().map_err(|_| reject(BUSY.into()))?;
+            let n = t.erase(&keys).await.map_err(reject)?;
+            Ok(JsValue::from_f64(n as f64))
+        })
+    }
+
+    /// Looks keys up into `values` (0 where absent) and `found` (1 or 0),
+    /// both as long as `keys`; resolves to how many were found.
+    pub fn find(&self, keys: Vec<u32>, values: Uint32Array, found: Uint8Array) -> Promise {
+        let core = self.core.clone();
+        future_to_promise(async move {
+            if values.length() as usize != keys.len() || found.length() as usize != keys.len() {
+                return Err(reject(format!(
+                    "find: {} keys but {} value outputs and {} found outputs",
+                    keys.len(),
+                    values.length(),
+                    found.length()
+                )));
+            }
+            let t = core.try_borrow().map_err(|_| reject(BUSY.into()))?;
+            let (v, f, hits) = t.find(&keys).await.map_err(reject)?;
+            values.copy_from(&v);
+            found.copy_from(&f);
+            Ok(JsValue::from_f64(hits as f64))
+        })
+    }
+
+    /// Keys stored (throws while a call is in flight).
+    pub fn size(&self) -> Result<f64, JsError> {
+        Ok(self.core.try_borrow().map_err(|_| js(BUSY.into()))?.len() as f64)
+    }
+
+    /// The adapter the table runs on.
+    pub fn adapter(&self) -> Result<String, JsError> {
+        Ok(self.core.try_borrow().map_err(|_| js(BUSY.into()))?.adapter())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The WebGPU table's own code (growth, retries, the async backend
+    /// calls) on a native adapter, against a map; skipped without one.
+    #[test]
+    fn agrees_with_a_map_on_a_native_adapter() {
+        let mut t = match pollster::block_on(GpuCore::create(8.0)) {
+            Ok(t) => t,
+            // CI sets GPUHASH_REQUIRE_WGPU=1 where lavapipe is installed, as
+            // for the conformance suite: there a missing adapter is a failure.
+            Err(why) if std::env::var("GPUHASH_REQUIRE_WGPU").is_ok_and(|v| v == "1") => {
+                panic!("GPUHASH_REQUIRE_WGPU=1, but no wgpu adapter ({why})")
+            }
+            Err(why) => {
+                println!("skipped: {why}");
+                return;
+            }
+        };
+        assert!(pollster::block_on(t.insert(&[1, 2], &[3])).is_err());
+        let mut oracle = std::collections::HashMap::new();
+        let mut x = 7u32;
+        for round in 0..20u32 {
+            let keys: Vec<u32> = (0..300)
+                .map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 17;
+                    x ^= x << 5;
+                    x % 1000
+                })
+                .collect();
+            let values: Vec<u32> = keys.iter().map(|k| k.wrapping_mul(31) ^ round).collect();
+            let new = keys.iter().zip(&values).filter(|&(k, v)| oracle.insert(*k, *v).is_none()).count();
+            assert_eq!(pollster::block_on(t.insert(&keys, &values)).unwrap(), new as u64);
+            let gone = keys[..100].iter().filter(|k| oracle.remove(k).is_some()).count();
+            assert_eq!(pollster::block_on(t.erase(&keys[..100])).unwrap(), gone as u64);
+        }
+        let probe: Vec<u32> = (0..1000).chain([u32::MAX, u32::MAX - 1]).collect();
+        let (v, f, hits) = pollster::block_on(t.find(&probe)).unwrap();
+        for (i, k) in probe.iter().enumerate() {
+            assert_eq!((f[i] == 1).then_some(v[i]), oracle.get(k).copied(), "key {k}");
+        }
+        assert_eq!(hits, oracle.len() as u64);
+        assert_eq!(t.len(), oracle.len() as u64);
+    }
+}
