@@ -10,7 +10,7 @@ use gpuhash::backend::wgpu::WgpuTable;
 use gpuhash::backend::{Backend, Config, InsertMode};
 use gpuhash::core::capacity::{grow_target, load_limit, slots_for_keys, DEFAULT_MAX_LOAD};
 use gpuhash::core::hash::DEFAULT_SEED;
-use gpuhash::{Device, Memory, Scheme};
+use gpuhash::{Device, Memory, RegionBuild, Scheme};
 use js_sys::{Promise, Uint32Array, Uint8Array};
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::future_to_promise;
@@ -47,6 +47,8 @@ impl GpuCore {
             seed: DEFAULT_SEED,
             scheme: SCHEME,
             memory: Memory::Device,
+            // The region build is CUDA's; wgpu has none.
+            region_build: RegionBuild::Auto,
         };
         let table = WgpuTable::new_async(Device::Wgpu, config).await.map_err(text)?;
         Ok(GpuCore { table })
