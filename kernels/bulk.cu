@@ -1191,3 +1191,67 @@ extern "C" __global__ void gh_clean_extract(View t, u64 buckets, K* keys_out, V*
     block_add(&t.meta->counters[0], live);
     block_add(&t.meta->counters[2], overflow);
 }
+
+// ---- Paged tables: a batch split by page on the device ----
+// (src/backend/cuda/paging.rs, `Batcher`.) The page of a key is
+// core::hash::route: the high bits of a mix salted apart from placement.
+__device__ __forceinline__ u32 page_of_key(K key, u64 seed, u64 pages) {
+    return (u32)__umul64hi(gh::mix64((u64)key, seed ^ GH_ROUTE_SALT), pages);
+}
+
+// Pages of at most this many counters are counted in shared memory first
+// (one global atomic per page and block, not per key).
+#define GH_PAGE_SHARED_COUNTERS 4096
+
+// page[i] = the page of keys[i]; hist[p] += keys of page p.
+extern "C" __global__ void gh_page_count(const K* keys, u64 n, u64 seed, u64 pages, u32* page, u32* hist) {
+    __shared__ u32 local[GH_PAGE_SHARED_COUNTERS];
+    const bool in_shared = pages <= GH_PAGE_SHARED_COUNTERS;
+    if (in_shared)
+        for (u64 p = threadIdx.x; p < pages; p += blockDim.x) local[p] = 0;
+    __syncthreads();
+    for (u64 i = thread_index(); i < n; i += grid_stride()) {
+        const u32 p = page_of_key(keys[i], seed, pages);
+        page[i] = p;
+        atomicAdd(in_shared ? &local[p] : &hist[p], 1u);
+    }
+    __syncthreads();
+    if (in_shared)
+        for (u64 p = threadIdx.x; p < pages; p += blockDim.x)
+            if (local[p]) atomicAdd(&hist[p], local[p]);
+}
+
+// Moves keys[i] to sorted[cursor[page[i]]++] and records its batch position
+// there. The lanes of a warp that share a page take their places with one
+// atomic (a batch spreads over few pages, so per-key atomics on a handful of
+// counters would serialise). Within a warp, batch order is kept.
+extern "C" __global__ void gh_page_scatter(const K* keys, const u32* page, u64 n, u32* cursor, K* sorted, u32* pos) {
+    const u32 lane = threadIdx.x & 31;
+    // Warp-uniform loop: every lane runs every iteration (blockDim.x is a multiple of 32).
+    for (u64 first = thread_index() - lane; first < n; first += grid_stride()) {
+        const u64 i = first + lane;
+        const bool live = i < n;
+        const u32 p = live ? page[i] : 0xffffffffu;
+        const u32 peers = __match_any_sync(0xffffffffu, p);
+        const u32 leader = __ffs(peers) - 1;
+        u32 base = 0;
+        if (live && lane == leader) base = atomicAdd(&cursor[p], (u32)__popc(peers));
+        base = __shfl_sync(0xffffffffu, base, leader);
+        if (live) {
+            const u32 at = base + __popc(peers & ((1u << lane) - 1u));
+            sorted[at] = keys[i];
+            pos[at] = (u32)i;
+        }
+    }
+}
+
+// Back to batch order: out[pos[j]] = values[j] (when given) and
+// found_out[pos[j]] = found[j].
+extern "C" __global__ void gh_page_unpermute(const u32* pos, u64 n, const V* values, const unsigned char* found,
+                                             V* out, unsigned char* found_out) {
+    for (u64 j = thread_index(); j < n; j += grid_stride()) {
+        const u32 p = pos[j];
+        if (values) out[p] = values[j];
+        found_out[p] = found[j];
+    }
+}

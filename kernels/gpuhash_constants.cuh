@@ -5,6 +5,7 @@
 #define GH_MIX_MUL_2 0xc4ceb9fe1a85ec53ull
 #define GH_DEFAULT_SEED 0x9e3779b97f4a7c15ull
 #define GH_FIBONACCI_MUL 0x9e3779b97f4a7c15ull
+#define GH_ROUTE_SALT 0xbe5466cf34e90c6dull
 #define GH_BUCKET_BYTES 32
 #define GH_DEFAULT_MAX_PROBE_BUCKETS 1024ull
 #define GH_MIN_SLOTS 16ull

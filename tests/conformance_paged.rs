@@ -6,7 +6,9 @@
 //! On the CPU both the plain residency and the pipelined one (write-backs
 //! as soon as a call is done with a page, the next page brought in early)
 //! run; on CUDA pages live in pinned host memory and stream through device
-//! tables, pipelined. Without a CUDA device the CUDA tests print
+//! tables, pipelined; the `cuda_split_*` suites split every lookup and
+//! erase by page on the device (`Paging::device_split(1)`), the others only
+//! batches of 65,536 keys or more. Without a CUDA device the CUDA tests print
 //! `skipped: ...` (`GPUHASH_REQUIRE_CUDA=1` makes that a failure).
 
 #[macro_use]
@@ -20,6 +22,8 @@ const FIFO_PIPELINED: Paging = Paging::new(8, 3).pipelined(true);
 const LRU_PIPELINED: Paging = Paging::new(8, 2).residency(Residency::Lru).pipelined(true);
 const CUDA_FIFO: Paging = Paging::new(8, 3);
 const CUDA_LRU: Paging = Paging::new(8, 3).residency(Residency::Lru);
+const CUDA_SPLIT_FIFO: Paging = CUDA_FIFO.device_split(1);
+const CUDA_SPLIT_LRU: Paging = CUDA_LRU.device_split(1);
 
 conformance_suite!(paged_linear, Device::Cpu, Scheme::Linear, paged: FIFO);
 conformance_suite!(paged_linear_lru, Device::Cpu, Scheme::Linear, paged: LRU);
@@ -36,3 +40,10 @@ conformance_suite!(cuda_paged_hashinator, Device::Cuda(0), Scheme::Hashinator { 
 conformance_suite!(cuda_paged_robin_hood, Device::Cuda(0), Scheme::RobinHood, paged: CUDA_LRU);
 conformance_suite!(cuda_paged_cuckoo, Device::Cuda(0), Scheme::Cuckoo, paged: CUDA_FIFO);
 conformance_suite!(cuda_paged_two_level, Device::Cuda(0), Scheme::TwoLevel, paged: CUDA_LRU);
+
+// The split is the same for every scheme (each page's own kernels run on
+// its range of keys), so two schemes and both policies cover it; splitting
+// every small call costs a few synchronisations each, which makes these
+// suites slow.
+conformance_suite!(cuda_split_linear, Device::Cuda(0), Scheme::Linear, paged: CUDA_SPLIT_FIFO);
+conformance_suite!(cuda_split_robin_hood, Device::Cuda(0), Scheme::RobinHood, paged: CUDA_SPLIT_LRU);

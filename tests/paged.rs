@@ -350,3 +350,42 @@ fn pages_without_memory_for_a_copy_are_served_in_host_memory() {
         check_table(&t, &o, &cx);
     }
 }
+
+/// Lookups and erases split by page on the device (every batch, through
+/// `Paging::device_split(1)`) with every allocation from the `skip`-th on
+/// failing, for `skip` = 0, 1, ... until a call pair meets no fault: the
+/// split's scratch (the call is then split on the host), the pages brought
+/// in (served in host memory) and the results' way back. Every answer must
+/// still match the oracle. On the CPU the setting changes nothing.
+#[test]
+fn device_split_lookups_survive_allocation_failures() {
+    for device in devices() {
+        for scheme in [Scheme::Linear, Scheme::Cuckoo] {
+            let dev = target(device, scheme, Paging::new(4, 2).device_split(1));
+            let mut cx = Ctx::new::<u32, u64>("device_split_faults", dev);
+            let mut t = build_table::<u32, u64>(dev, 1 << 12, true, &cx);
+            let mut o = Oracle::new();
+            let mut keys = distinct_keys::<u32>(&mut cx.rng, 3000);
+            keys.extend(edge_keys::<u32>());
+            let vals = num_values::<u64>(&mut cx.rng, keys.len());
+            insert(&mut t, &mut o, Op::Assign, &keys, &vals, &cx);
+            let mut probe = sample(&mut cx.rng, &keys, 2000);
+            probe.extend(fresh_keys(&mut cx.rng, 500, &o, &[]));
+            probe.shuffle(&mut cx.rng);
+            for skip in 0.. {
+                cx.phase = format!("allocations from the {skip}th on fail");
+                let guard = fault::fail_allocations(skip, u64::MAX);
+                check_find(&t, &o, &probe, &cx);
+                let gone = sample(&mut cx.rng, &keys, 100);
+                erase(&mut t, &mut o, &gone, &cx);
+                let injected = guard.injected();
+                drop(guard);
+                if injected == 0 {
+                    break;
+                }
+                assert!(skip < 200, "{cx}: still failing allocations after 200 rounds");
+            }
+            check_table(&t, &o, &cx);
+        }
+    }
+}

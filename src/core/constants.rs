@@ -17,6 +17,7 @@ pub fn cuda_header() -> String {
          #define GH_MIX_MUL_2 0x{:016x}ull\n\
          #define GH_DEFAULT_SEED 0x{:016x}ull\n\
          #define GH_FIBONACCI_MUL 0x{:016x}ull\n\
+         #define GH_ROUTE_SALT 0x{:016x}ull\n\
          #define GH_BUCKET_BYTES {}\n\
          #define GH_DEFAULT_MAX_PROBE_BUCKETS {}ull\n\
          #define GH_MIN_SLOTS {}ull\n\
@@ -30,6 +31,7 @@ pub fn cuda_header() -> String {
         hash::MIX_MUL_2,
         hash::DEFAULT_SEED,
         hash::FIBONACCI_MUL,
+        hash::ROUTE_SALT,
         layout::BUCKET_BYTES,
         probe::DEFAULT_MAX_PROBE_BUCKETS,
         capacity::MIN_SLOTS,

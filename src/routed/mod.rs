@@ -30,6 +30,8 @@
 //! the growth per sub-table, the insert outcome and the whole-table
 //! operations (reserve, rehash, cleaning) with it.
 
+#[cfg(feature = "cuda")]
+mod device;
 pub mod paged;
 pub mod sharded;
 
@@ -59,6 +61,10 @@ impl Router {
     /// Number of sub-tables.
     pub fn count(&self) -> usize {
         self.count as usize
+    }
+    /// The seed of the tables it routes for (the routing hash salts it).
+    pub fn seed(&self) -> u64 {
+        self.seed
     }
     /// The sub-table of `key` (widened to `u64`), in `0..count`.
     #[inline]

@@ -108,12 +108,15 @@ pub struct Paging {
     /// Whether bulk calls pipeline their pages (see [`Paging::pipelined`]);
     /// `None`: where copies overlap work, which is on a GPU.
     pub pipeline: Option<bool>,
+    /// On CUDA, lookups and erases of at least this many keys are split by
+    /// page on the device (see [`Paging::device_split`]); `None`: 65,536.
+    pub device_split: Option<usize>,
 }
 
 impl Paging {
     /// `pages` pages, `resident` of them resident at a time, FIFO eviction.
     pub const fn new(pages: u32, resident: u32) -> Paging {
-        Paging { pages, resident, residency: Residency::Fifo, pipeline: None }
+        Paging { pages, resident, residency: Residency::Fifo, pipeline: None, device_split: None }
     }
     /// The eviction policy (default [`Residency::Fifo`]).
     pub const fn residency(mut self, residency: Residency) -> Paging {
@@ -131,6 +134,21 @@ impl Paging {
     /// residency decisions, as the tests do).
     pub const fn pipelined(mut self, on: bool) -> Paging {
         self.pipeline = Some(on);
+        self
+    }
+    /// On CUDA, the smallest batch of lookups (`find`, `contains`) or
+    /// erases that is split by page on the device: the keys go to the GPU
+    /// once, a kernel sorts them by page, each page's kernel runs on its
+    /// range, and the results come back in batch order, so the host makes
+    /// one copy each way instead of partitioning, gathering and scattering
+    /// the batch. Smaller batches are split on the host, where a few passes
+    /// over them cost less than the launches and synchronisations. Default
+    /// 65,536 keys; `usize::MAX` splits every batch on the host. A batch's
+    /// device scratch (about 26 bytes a key for `u32` keys and values) may
+    /// reach the resident pages' bytes; a larger batch is split in waves,
+    /// each visiting the pages it touches. No effect on the CPU.
+    pub const fn device_split(mut self, min_keys: usize) -> Paging {
+        self.device_split = Some(min_keys);
         self
     }
     fn validate(&self) -> Result<()> {
@@ -490,6 +508,9 @@ pub struct PagedTable<K: Key, V: Value> {
     scheme: Scheme,
     paging: Paging,
     set: Mutex<PageSet<K, V>>,
+    /// On CUDA: splits large batches by page on the device.
+    #[cfg(feature = "cuda")]
+    batcher: Option<crate::backend::cuda::batcher::Batcher>,
 }
 
 impl<K: Key, V: Value> PagedTable<K, V> {
@@ -505,6 +526,8 @@ impl<K: Key, V: Value> PagedTable<K, V> {
         let slots = checked_slots::<K, V>(page.scheme, capacity.div_ceil(pages as u64))?;
         let config = Config { slots, ..page };
         let mut host: Vec<Box<dyn Backend<K, V>>> = Vec::with_capacity(pages);
+        #[cfg(feature = "cuda")]
+        let mut batcher = None;
         let transport: Box<dyn Transport<K, V>> = match device {
             Device::Cpu => {
                 for _ in 0..pages {
@@ -519,6 +542,10 @@ impl<K: Key, V: Value> PagedTable<K, V> {
                 for _ in 0..pages {
                     host.push(Box::new(cuda.host_page::<K, V>(config)?));
                 }
+                // A batch's scratch may take as much device memory as the
+                // resident pages do.
+                let budget = slots.saturating_mul(<K::Word<V> as crate::core::layout::Word>::BYTES as u64).saturating_mul(paging.resident as u64);
+                batcher = Some(cuda.batcher(page.scheme, budget.min(usize::MAX as u64) as usize)?);
                 Box::new(CudaTransport(cuda))
             }
             other => {
@@ -538,13 +565,29 @@ impl<K: Key, V: Value> PagedTable<K, V> {
             stats: PagingStats::default(),
             transport,
         };
-        Ok(PagedTable { device, scheme: page.scheme, paging, set: Mutex::new(set) })
+        Ok(PagedTable {
+            device,
+            scheme: page.scheme,
+            paging,
+            set: Mutex::new(set),
+            #[cfg(feature = "cuda")]
+            batcher,
+        })
     }
 
     fn lock(&self) -> MutexGuard<'_, PageSet<K, V>> {
         // A panic inside an operation leaves the pages consistent (each
         // operation's contract), so a poisoned lock is still usable.
         self.set.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The batcher, for a batch large enough that splitting it on the
+    /// device beats the host (below that, the launches and small copies
+    /// cost more than the host's passes over the batch).
+    #[cfg(feature = "cuda")]
+    fn batcher_for(&self, n: usize) -> Option<&crate::backend::cuda::batcher::Batcher> {
+        let min = self.paging.device_split.unwrap_or(crate::backend::cuda::batcher::MIN_KEYS);
+        self.batcher.as_ref().filter(|_| n >= min.max(1))
     }
 
     fn set_mut(&mut self) -> &mut PageSet<K, V> {
@@ -640,12 +683,24 @@ impl<K: Key, V: Value> Backend<K, V> for PagedTable<K, V> {
         super::insert_raw(self.set_mut(), keys, values, mode)
     }
     fn find(&self, keys: &[K], values: &mut [V], found: &mut [bool]) -> Result<u64> {
+        #[cfg(feature = "cuda")]
+        if let Some(b) = self.batcher_for(keys.len()) {
+            return super::device::find(b, &mut *self.lock(), keys, values, found);
+        }
         super::find(&mut *self.lock(), keys, values, found)
     }
     fn contains(&self, keys: &[K], found: &mut [bool]) -> Result<u64> {
+        #[cfg(feature = "cuda")]
+        if let Some(b) = self.batcher_for(keys.len()) {
+            return super::device::contains(b, &mut *self.lock(), keys, found);
+        }
         super::contains(&mut *self.lock(), keys, found)
     }
     fn erase(&mut self, keys: &[K]) -> Result<u64> {
+        #[cfg(feature = "cuda")]
+        if let Some(b) = self.batcher_for(keys.len()) {
+            return super::device::erase(b, &mut *self.lock(), keys);
+        }
         super::erase(self.set_mut(), keys)
     }
     /// Clears every page where it lies: host pages in host memory (no page

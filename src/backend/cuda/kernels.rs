@@ -43,6 +43,16 @@ pub(crate) struct Kernels {
     /// The region build of large batches (linear scheme only).
     pub region: Option<super::region::RegionKernels>,
     pub clean_extract: CudaFunction,
+    /// The page partition of paged tables (`gh_page_*`).
+    pub page: PageKernels,
+}
+
+/// The kernels that split a batch by page and put results back in batch
+/// order (see `paging::Batcher`).
+pub(crate) struct PageKernels {
+    pub count: CudaFunction,
+    pub scatter: CudaFunction,
+    pub unpermute: CudaFunction,
 }
 
 /// C type names for `-DGH_KEY_T` / `-DGH_VALUE_T`.
@@ -176,6 +186,7 @@ pub(crate) fn kernels(ctx: &Arc<CudaContext>, key_bits: u32, value: ValueKind, s
         // Only linear modules have them (no failed look-ups of absent functions).
         region: if scheme == Scheme::Linear { super::region::RegionKernels::load(&module).map_err(dev)? } else { None },
         clean_extract: f("gh_clean_extract")?,
+        page: PageKernels { count: f("gh_page_count")?, scatter: f("gh_page_scatter")?, unpermute: f("gh_page_unpermute")? },
     });
     map.lock().unwrap_or_else(|p| p.into_inner()).insert(key, k.clone());
     Ok(k)
@@ -215,7 +226,7 @@ mod tests {
             for key_bits in [32, 64] {
                 for kind in [ValueKind::U32, ValueKind::I32, ValueKind::F32, ValueKind::U64, ValueKind::I64, ValueKind::F64] {
                     let ptx = ptx_for(key_bits, kind, scheme, "compute_90").unwrap();
-                    for name in ["gh_insert", "gh_find", "gh_contains", "gh_erase", "gh_rehash", "gh_export", "gh_clean_extract"] {
+                    for name in ["gh_insert", "gh_find", "gh_contains", "gh_erase", "gh_rehash", "gh_export", "gh_clean_extract", "gh_page_scatter"] {
                         assert!(ptx.contains(name), "{name} missing for {scheme} u{key_bits}/{kind:?}");
                     }
                     modules += 1;

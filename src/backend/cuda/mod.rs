@@ -5,6 +5,7 @@
 //! rest of the crate works on machines without CUDA; [`available`] says why a
 //! device cannot be used.
 
+pub(crate) mod batcher;
 mod hashinator;
 pub(crate) mod paging;
 pub mod kernels;

@@ -220,16 +220,9 @@ impl<K: Key, V: Value> CudaTable<K, V> {
         if let Some(ev) = &host.pending {
             self.stream.wait(ev).map_err(|e| self.err(e))?;
         }
-        let (src, bytes) = host.table.cell_bytes();
-        debug_assert_eq!(bytes as u64, self.slots.bytes() as u64);
-        let dst = self.slots.device_ptr(&self.stream);
-        self.ctx.bind_to_thread().map_err(|e| self.err(e))?;
-        // Safety: both ranges are `bytes` long and live; the host page stays
-        // unchanged until the stream passes this copy (changes to a host
-        // page wait for its resident copy to leave; see `paged`).
-        unsafe { sys::cuMemcpyHtoDAsync_v2(dst, src as *const c_void, bytes, self.stream.cu_stream()) }
-            .result()
-            .map_err(|e| self.err(e))?;
+        // The small copies from pageable memory first: the driver may hold
+        // the host until such a copy runs, and behind the page it would wait
+        // for the whole upload, which prefetching means to overlap.
         let aux = host.table.aux_words();
         let n = aux.len().min(self.aux.len());
         let mut dst_aux = self.aux.slice_mut(0..n);
@@ -245,6 +238,16 @@ impl<K: Key, V: Value> CudaTable<K, V> {
         }
         meta[META_STATE] = state;
         self.stream.memcpy_htod(&meta, &mut self.meta).map_err(|e| self.err(e))?;
+        let (src, bytes) = host.table.cell_bytes();
+        debug_assert_eq!(bytes as u64, self.slots.bytes() as u64);
+        let dst = self.slots.device_ptr(&self.stream);
+        self.ctx.bind_to_thread().map_err(|e| self.err(e))?;
+        // Safety: both ranges are `bytes` long and live; the host page stays
+        // unchanged until the stream passes this copy (changes to a host
+        // page wait for its resident copy to leave; see `paged`).
+        unsafe { sys::cuMemcpyHtoDAsync_v2(dst, src as *const c_void, bytes, self.stream.cu_stream()) }
+            .result()
+            .map_err(|e| self.err(e))?;
         self.live = c.live;
         self.tombstones = c.tombstones;
         self.specials = c.specials.iter().filter(|s| s.is_some()).count() as u64;
@@ -295,6 +298,12 @@ impl CudaPages {
         crate::backend::cuda_available(ordinal)?;
         let ctx = CudaContext::new(ordinal).map_err(|e| driver_error(ordinal, e))?;
         Ok(CudaPages { ordinal, ctx })
+    }
+
+    /// The batcher of a paged table of `scheme` whose batches' device
+    /// scratch may take `wave_bytes`.
+    pub(crate) fn batcher(&self, scheme: Scheme, wave_bytes: usize) -> Result<super::batcher::Batcher> {
+        super::batcher::Batcher::new(&self.ctx, scheme, wave_bytes)
     }
 
     /// An empty page in pinned host memory.
