@@ -6,7 +6,7 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 venv="$root/.cuda/venv"
 if [ ! -x "$venv/lib/python3.11/site-packages/nvidia/cu13/bin/nvcc" ] && [ ! -x "$(ls -d "$venv"/lib/python3*/site-packages/nvidia/cu13/bin 2>/dev/null | head -1)/nvcc" ]; then
     python3 -m venv "$venv"
-    "$venv/bin/pip" install -q --disable-pip-version-check \
+    "$venv/bin/pip" install -q --no-cache-dir --disable-pip-version-check \
         nvidia-cuda-nvcc==13.0.88 nvidia-nvvm==13.0.88 nvidia-cuda-crt==13.0.88 \
         nvidia-cuda-runtime==13.0.96 nvidia-cuda-nvrtc==13.0.88 nvidia-cuda-cccl==13.0.85
 fi
