@@ -24,9 +24,9 @@ use std::ops::Range;
 use std::sync::{Arc, Mutex};
 
 use cudarc::driver::{result as cu, CudaContext, CudaSlice, CudaStream, CudaView, DevicePtr, DevicePtrMut, DeviceRepr, PinnedHostSlice, PushKernelArg};
-use rayon::prelude::*;
 
 use super::kernels::{kernels, Kernels};
+use super::staging::{bytes_of, copy_to_values, par_copy, par_flags};
 use super::{driver_error, grid};
 use crate::core::keys::{Key, Value};
 use crate::core::scheme::Scheme;
@@ -38,9 +38,6 @@ use crate::{Device, Result};
 /// read-back of the page counts and the synchronisations (the staging
 /// pipeline's threshold, for the same reasons).
 pub(crate) const MIN_KEYS: usize = super::staging::STAGE_MIN_KEYS;
-
-/// Bytes per task of the host's parallel copies.
-const COPY_CHUNK: usize = 1 << 20;
 
 /// Device scratch per key of a routed lookup: the keys and their pages,
 /// then the keys by page and their positions, then results by page and in
@@ -85,17 +82,6 @@ pub(crate) struct Batcher {
     /// Pinned host memory for keys up and results down (cached, not
     /// write-combined: the host reads the results), grown as needed.
     pinned: Mutex<Option<PinnedHostSlice<u8>>>,
-}
-
-fn bytes_of<T: Copy>(s: &[T]) -> &[u8] {
-    // Safety: keys, values and flags (sealed number types and u8/bool):
-    // no padding, every byte initialised.
-    unsafe { std::slice::from_raw_parts(s.as_ptr().cast::<u8>(), std::mem::size_of_val(s)) }
-}
-
-/// Copies `src` into the start of `dst` on every core.
-fn par_copy(dst: &mut [u8], src: &[u8]) {
-    dst[..src.len()].par_chunks_mut(COPY_CHUNK).zip(src.par_chunks(COPY_CHUNK)).for_each(|(d, s)| d.copy_from_slice(s));
 }
 
 impl Batcher {
@@ -257,7 +243,7 @@ impl Batcher {
                 }
                 let flags = self.stream.clone_dtoh(&out_f).map_err(e)?;
                 self.stream.synchronize().map_err(e)?;
-                found.1.par_iter_mut().zip(flags.par_iter()).for_each(|(o, &b)| *o = b != 0);
+                par_flags(found.1, &flags);
                 return Ok(());
             };
             let buf = p.as_mut_slice().map_err(e)?;
@@ -271,12 +257,9 @@ impl Batcher {
             unsafe { cu::memcpy_dtoh_async(&mut buf[vbytes..vbytes + n], ptr, self.stream.cu_stream()) }.map_err(e)?;
             self.stream.synchronize().map_err(e)?;
             if let Some((_, dst)) = values {
-                let src = &buf[..vbytes];
-                // Safety: V is a sealed number type; every bit pattern is a value.
-                let dst = unsafe { std::slice::from_raw_parts_mut(dst.as_mut_ptr().cast::<u8>(), vbytes) };
-                par_copy(dst, src);
+                copy_to_values(dst, &buf[..vbytes]);
             }
-            found.1.par_iter_mut().zip(buf[vbytes..vbytes + n].par_iter()).for_each(|(o, &b)| *o = b != 0);
+            par_flags(found.1, &buf[vbytes..vbytes + n]);
             Ok(())
         })
     }

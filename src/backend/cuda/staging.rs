@@ -318,7 +318,7 @@ impl LazyStaging {
 }
 
 /// The bytes of a slice of keys or values.
-fn bytes_of<T: Copy>(s: &[T]) -> &[u8] {
+pub(crate) fn bytes_of<T: Copy>(s: &[T]) -> &[u8] {
     // Safety: only called with keys and values, which are sealed to u32,
     // u64, i32, i64, f32 and f64 (crate::core::keys): plain numbers without
     // padding, so every byte is initialised.
@@ -331,13 +331,13 @@ fn bytes_of<T: Copy>(s: &[T]) -> &[u8] {
 const COPY_TASK: usize = 256 << 10;
 
 /// Copies `src` into the start of `dst` on every core.
-fn par_copy(dst: &mut [u8], src: &[u8]) {
+pub(crate) fn par_copy(dst: &mut [u8], src: &[u8]) {
     use rayon::prelude::*;
     dst[..src.len()].par_chunks_mut(COPY_TASK).zip(src.par_chunks(COPY_TASK)).for_each(|(d, s)| d.copy_from_slice(s));
 }
 
 /// Found flags (0/1 bytes) into `bool`s, on every core.
-fn par_flags(dst: &mut [bool], bytes: &[u8]) {
+pub(crate) fn par_flags(dst: &mut [bool], bytes: &[u8]) {
     use rayon::prelude::*;
     dst.par_chunks_mut(COPY_TASK).zip(bytes.par_chunks(COPY_TASK)).for_each(|(d, s)| {
         for (o, &b) in d.iter_mut().zip(s) {
@@ -347,7 +347,7 @@ fn par_flags(dst: &mut [bool], bytes: &[u8]) {
 }
 
 /// Copies `bytes` into a slice of values (`bytes.len()` = its size).
-fn copy_to_values<V: Value>(dst: &mut [V], bytes: &[u8]) {
+pub(crate) fn copy_to_values<V: Value>(dst: &mut [V], bytes: &[u8]) {
     let n = bytes.len().min(std::mem::size_of_val(dst));
     // Safety: `dst` is `size_of_val(dst) >= n` bytes; V is one of u32, u64,
     // i32, i64, f32, f64 (sealed), for which every bit pattern is a valid value.
