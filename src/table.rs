@@ -520,6 +520,20 @@ impl<K: Key, V: Value> HashTable<K, V> {
         self.backend.as_any_mut().downcast_mut()
     }
 
+    /// The wgpu table behind this one, for GPU-buffer calls
+    /// ([`WgpuTable::find_buffers`](crate::backend::wgpu::WgpuTable::find_buffers)
+    /// and the like); `None` on other devices.
+    #[cfg(feature = "wgpu")]
+    pub fn wgpu(&self) -> Option<&crate::backend::wgpu::WgpuTable<K, V>> {
+        self.backend.as_any().downcast_ref()
+    }
+
+    /// Mutable form of [`HashTable::wgpu`].
+    #[cfg(feature = "wgpu")]
+    pub fn wgpu_mut(&mut self) -> Option<&mut crate::backend::wgpu::WgpuTable<K, V>> {
+        self.backend.as_any_mut().downcast_mut()
+    }
+
     /// The paged table behind this one (its pages, residency and paging
     /// statistics); `None` unless built with [`Builder::paged`].
     pub fn paged(&self) -> Option<&PagedTable<K, V>> {

@@ -1,10 +1,10 @@
-// Shared by every WGSL scheme: bindings, the hash, and slot access.
+// Shared by every WGSL scheme: bindings, the hash, slot access, reductions.
 //
 // The constants (GH_*) are not defined here: src/core/constants.rs
-// (wgsl_header) emits them from the Rust core and prepends them when the
-// pipelines are created, so the shaders and the CPU backend cannot drift.
-// GH_NONE ("no slot": absent, or no free slot found) comes from
-// src/backend/wgpu/gpu.rs the same way.
+// (wgsl_header) emits the layout and hash constants from the Rust core, and
+// src/backend/wgpu/gpu.rs adds the ones of the pipeline's variant (key and
+// value widths of the caller's arrays, codes), so the shaders and the CPU
+// backend cannot drift.
 //
 // Only 32-bit integers and 32-bit atomics are used, as in browser WebGPU:
 // 64-bit keys, values and hash arithmetic are vec2<u32> (x = low word,
@@ -14,18 +14,10 @@
 //   8-byte slot:   [ key | value ]                     (32-bit key field)
 //   16-byte slot:  [ key lo | key hi | value lo | value hi ]
 //
-// A slot spans several atomics, so no single atomic publishes a pair. Each
-// bulk call is therefore split into dispatches in which no invocation reads
-// words another one may be writing (dispatches of one pass are ordered, and
-// each sees the writes of the ones before):
-//   * lookups (`locate`) only read;
-//   * new keys are placed by `claim`, whose invocations never read key
-//     words: a slot is taken by setting its bit in `occupied` (one
-//     atomicOr decides the owner), and only the owner writes the slot;
-//   * updates of present keys (`store_values`) and erasures (`tombstone`)
-//     write slots found by an earlier `locate` and read nothing.
-// The host removes duplicate keys from a batch before it places or erases
-// them, so two invocations of one dispatch never hold the same key.
+// Within one dispatch no invocation reads a key word that another one may
+// be writing, except a single-word key claimed with one compare-exchange
+// (8-byte slots): a reader sees the whole key or EMPTY. Dispatches of one
+// submission run in order, each seeing the writes of those before.
 
 struct Params {
     // Items of this dispatch.
@@ -38,22 +30,47 @@ struct Params {
     stride: u32,
     seed_lo: u32,
     seed_hi: u32,
-    _pad0: u32,
-    _pad1: u32,
+    // Insert: GH_MODE_*. Find: 1 writes the values found, 0 only the flags.
+    mode: u32,
+    // GH_REDUCE_* of an insert-or-apply.
+    op: u32,
+    // GH_KIND_* of the value type.
+    kind: u32,
+    // Batch position of this dispatch's item 0 (reported positions).
+    base: u32,
+    // Entries of the de-duplication table, minus one (a power of two).
+    mask: u32,
+    // Find: bit 1 set if the EMPTY key is stored out of band, bit 2 the TOMBSTONE key.
+    specials: u32,
+    // Their values (EMPTY lo, hi, TOMBSTONE lo, hi).
+    sv0: u32,
+    sv1: u32,
+    sv2: u32,
+    sv3: u32,
 }
 
 @group(0) @binding(0) var<uniform> params: Params;
 // The table's slots.
 @group(0) @binding(1) var<storage, read_write> slots: array<atomic<u32>>;
-// One bit per slot, set once the slot is not EMPTY (claimed, then full or a
-// tombstone); cleared only by a clear or a rebuild, like EMPTY itself.
+// One bit per slot, set once the slot is not EMPTY (16-byte slots: their
+// key is two words, so a slot is claimed by this bit, then written).
 @group(0) @binding(2) var<storage, read_write> occupied: array<atomic<u32>>;
-// Per item: its key (GH_FIELD_WORDS words) or, for `store_values`, a slot.
-@group(0) @binding(3) var<storage, read> items: array<u32>;
-// Per item: its value (GH_FIELD_WORDS words).
+// The caller's keys (GH_KEY_WORDS words each) and values (GH_VALUE_WORDS).
+@group(0) @binding(3) var<storage, read> keys: array<u32>;
 @group(0) @binding(4) var<storage, read> values: array<u32>;
-// Per item: what the entry point reports (see each one).
-@group(0) @binding(5) var<storage, read_write> results: array<u32>;
+// Per item: find's values out; an insert's or erase's state between dispatches.
+@group(0) @binding(5) var<storage, read_write> out: array<u32>;
+// Per item: find's found flags (0 or 1). Inserts: the list of positions to
+// report (refused keys; GH_SPECIAL_BIT | position for out-of-band keys).
+@group(0) @binding(6) var<storage, read_write> flags: array<u32>;
+// [0] keys inserted / found / erased, [1] length of the `flags` list,
+// [2] out-of-band keys met by an erase (bit 1 EMPTY, bit 2 TOMBSTONE).
+@group(0) @binding(7) var<storage, read_write> counters: array<atomic<u32>>;
+// The de-duplication table of a batch (item index + 1 per entry, 0 = free).
+@group(0) @binding(8) var<storage, read_write> scratch: array<atomic<u32>>;
+
+// Per workgroup, summed before one global atomic (no hot counter word).
+var<workgroup> wg_count: atomic<u32>;
 
 // ------------------------------------------------------------------ hash
 
@@ -108,17 +125,63 @@ fn seed() -> vec2<u32> {
     return vec2<u32>(params.seed_lo, params.seed_hi);
 }
 
-// ------------------------------------------------------------------ slots
+// ------------------------------------------------------------------ items
 
 const EMPTY_KEY: vec2<u32> = vec2<u32>(GH_EMPTY_KEY_LO, GH_EMPTY_KEY_HI);
 
-// Key item `i` (the high word is 0 for a 32-bit key field).
-fn item_key(i: u32) -> vec2<u32> {
-    if (GH_FIELD_WORDS == 2u) {
-        return vec2<u32>(items[2u * i], items[2u * i + 1u]);
-    }
-    return vec2<u32>(items[i], 0u);
+// Rounds of the grid-stride loop: the same for every invocation, so the
+// barrier after it is in uniform control flow.
+fn rounds() -> u32 {
+    return (params.n + params.stride - 1u) / params.stride;
 }
+
+// The caller's key `i`, widened to a key field (high word 0 for 32 bits).
+fn item_key(i: u32) -> vec2<u32> {
+    if (GH_KEY_WORDS == 2u) {
+        return vec2<u32>(keys[2u * i], keys[2u * i + 1u]);
+    }
+    return vec2<u32>(keys[i], 0u);
+}
+
+// The caller's value `i`, zero-extended to a value field (as Value::to_bits).
+fn item_value(i: u32) -> vec2<u32> {
+    if (GH_VALUE_WORDS == 2u) {
+        return vec2<u32>(values[2u * i], values[2u * i + 1u]);
+    }
+    return vec2<u32>(values[i], 0u);
+}
+
+// 1 for the key type's EMPTY marker, 2 for its TOMBSTONE, else 0: those
+// two keys live out of band (their bits mark slots).
+fn special_of(k: vec2<u32>) -> u32 {
+    if (all(k == vec2<u32>(GH_KEY_EMPTY_LO, GH_KEY_EMPTY_HI))) {
+        return 1u;
+    }
+    if (all(k == vec2<u32>(GH_KEY_TOMBSTONE_LO, GH_KEY_TOMBSTONE_HI))) {
+        return 2u;
+    }
+    return 0u;
+}
+
+// Appends `entry` to the `flags` list.
+fn report(entry: u32) {
+    let at = atomicAdd(&counters[1], 1u);
+    flags[at] = entry;
+}
+
+// Adds this workgroup's `count` to counters[0]: one global atomic per group.
+fn add_count(count: u32, lid: u32) {
+    atomicAdd(&wg_count, count);
+    workgroupBarrier();
+    if (lid == 0u) {
+        let c = atomicLoad(&wg_count);
+        if (c != 0u) {
+            atomicAdd(&counters[0], c);
+        }
+    }
+}
+
+// ------------------------------------------------------------------ slots
 
 // The key field of slot `s`.
 fn slot_key(s: u32) -> vec2<u32> {
@@ -129,33 +192,31 @@ fn slot_key(s: u32) -> vec2<u32> {
     return vec2<u32>(atomicLoad(&slots[w]), 0u);
 }
 
-// Writes key field `k` and value item `i` into slot `s`.
-fn write_pair(s: u32, k: vec2<u32>, i: u32) {
+// The value field of slot `s`.
+fn slot_value(s: u32) -> vec2<u32> {
+    let w = s * GH_SLOT_WORDS + GH_FIELD_WORDS;
+    if (GH_FIELD_WORDS == 2u) {
+        return vec2<u32>(atomicLoad(&slots[w]), atomicLoad(&slots[w + 1u]));
+    }
+    return vec2<u32>(atomicLoad(&slots[w]), 0u);
+}
+
+fn store_value(s: u32, v: vec2<u32>) {
+    let w = s * GH_SLOT_WORDS + GH_FIELD_WORDS;
+    atomicStore(&slots[w], v.x);
+    if (GH_FIELD_WORDS == 2u) {
+        atomicStore(&slots[w + 1u], v.y);
+    }
+}
+
+// Writes key field `k` and value field `v` into slot `s`.
+fn store_pair(s: u32, k: vec2<u32>, v: vec2<u32>) {
     let w = s * GH_SLOT_WORDS;
     atomicStore(&slots[w], k.x);
     if (GH_FIELD_WORDS == 2u) {
         atomicStore(&slots[w + 1u], k.y);
     }
-    write_value(s, i);
-}
-
-// Writes value item `i` into slot `s`.
-fn write_value(s: u32, i: u32) {
-    let w = s * GH_SLOT_WORDS + GH_FIELD_WORDS;
-    for (var j = 0u; j < GH_FIELD_WORDS; j += 1u) {
-        atomicStore(&slots[w + j], values[i * GH_FIELD_WORDS + j]);
-    }
-}
-
-// Writes the TOMBSTONE marker over slot `s` (every word, as the CPU does).
-fn write_tombstone(s: u32) {
-    let w = s * GH_SLOT_WORDS;
-    atomicStore(&slots[w], GH_TOMBSTONE_WORD_0);
-    atomicStore(&slots[w + 1u], GH_TOMBSTONE_WORD_1);
-    if (GH_SLOT_WORDS == 4u) {
-        atomicStore(&slots[w + 2u], GH_TOMBSTONE_WORD_2);
-        atomicStore(&slots[w + 3u], GH_TOMBSTONE_WORD_3);
-    }
+    store_value(s, v);
 }
 
 // Sets slot `s`'s bit in `occupied`; true if this invocation set it (it
@@ -168,36 +229,138 @@ fn take_slot(s: u32) -> bool {
     return (atomicOr(&occupied[s >> 5u], bit) & bit) == 0u;
 }
 
+// Turns slot `s`, found holding key `k`, into a TOMBSTONE; true for the
+// one invocation that did (several may erase the same key at once). The
+// compare-exchange is on a word where `k` differs from the TOMBSTONE key
+// (there is one: that key is never stored in a slot).
+fn bury(s: u32, k: vec2<u32>) -> bool {
+    let w = s * GH_SLOT_WORDS;
+    let tomb = vec4<u32>(GH_TOMBSTONE_WORD_0, GH_TOMBSTONE_WORD_1, GH_TOMBSTONE_WORD_2, GH_TOMBSTONE_WORD_3);
+    var j = 0u;
+    if (GH_FIELD_WORDS == 2u && k.x == GH_TOMBSTONE_WORD_0) {
+        j = 1u;
+    }
+    let r = atomicCompareExchangeWeak(&slots[w + j], k[j], tomb[j]);
+    if (!r.exchanged) {
+        // Another invocation buried it, or a spurious failure: retry once
+        // per spurious failure, never past a changed word.
+        var old = r.old_value;
+        loop {
+            if (old != k[j]) {
+                return false;
+            }
+            let again = atomicCompareExchangeWeak(&slots[w + j], k[j], tomb[j]);
+            if (again.exchanged) {
+                break;
+            }
+            old = again.old_value;
+        }
+    }
+    for (var i = 0u; i < GH_SLOT_WORDS; i += 1u) {
+        if (i != j) {
+            atomicStore(&slots[w + i], tomb[i]);
+        }
+    }
+    return true;
+}
+
+// ------------------------------------------------------------------ reductions
+
+fn is_nan32(x: u32) -> bool {
+    return (x & 0x7fffffffu) > 0x7f800000u;
+}
+
+// Value::reduce for a 32-bit value (bits `a` stored, `b` new).
+fn combine32(a: u32, b: u32) -> u32 {
+    if (params.kind == GH_KIND_F32) {
+        if (params.op == GH_REDUCE_SUM) {
+            return bitcast<u32>(bitcast<f32>(a) + bitcast<f32>(b));
+        }
+        // f32::min / f32::max: a NaN operand is ignored.
+        if (is_nan32(a)) {
+            return b;
+        }
+        if (is_nan32(b)) {
+            return a;
+        }
+        let fa = bitcast<f32>(a);
+        let fb = bitcast<f32>(b);
+        if (params.op == GH_REDUCE_MIN) {
+            return select(a, b, fb < fa);
+        }
+        return select(a, b, fb > fa);
+    }
+    if (params.op == GH_REDUCE_SUM) {
+        return a + b;
+    }
+    if (params.kind == GH_KIND_I32) {
+        let ia = bitcast<i32>(a);
+        let ib = bitcast<i32>(b);
+        if (params.op == GH_REDUCE_MIN) {
+            return select(a, b, ib < ia);
+        }
+        return select(a, b, ib > ia);
+    }
+    if (params.op == GH_REDUCE_MIN) {
+        return min(a, b);
+    }
+    return max(a, b);
+}
+
+// Reduces `v` into word `w` of the slots atomically.
+fn reduce_word(w: u32, v: u32) {
+    let unsigned = params.kind == GH_KIND_U32;
+    let integer = unsigned || params.kind == GH_KIND_I32;
+    if (integer && params.op == GH_REDUCE_SUM) {
+        atomicAdd(&slots[w], v);
+        return;
+    }
+    if (unsigned && params.op == GH_REDUCE_MIN) {
+        atomicMin(&slots[w], v);
+        return;
+    }
+    if (unsigned && params.op == GH_REDUCE_MAX) {
+        atomicMax(&slots[w], v);
+        return;
+    }
+    // Signed and float reductions: a compare-exchange loop, which always
+    // ends (each failed exchange means another invocation's succeeded).
+    var old = atomicLoad(&slots[w]);
+    loop {
+        let next = combine32(old, v);
+        if (next == old) {
+            return;
+        }
+        let r = atomicCompareExchangeWeak(&slots[w], old, next);
+        if (r.exchanged) {
+            return;
+        }
+        old = r.old_value;
+    }
+}
+
+// Reduces value field `v` into slot `s`. 64-bit values: wrapping sums only
+// (a carry from the low word); the host folds the other 64-bit reductions.
+fn reduce_into(s: u32, v: vec2<u32>) {
+    let w = s * GH_SLOT_WORDS + GH_FIELD_WORDS;
+    if (params.kind == GH_KIND_U64 || params.kind == GH_KIND_I64) {
+        let old = atomicAdd(&slots[w], v.x);
+        let carry = select(0u, 1u, old + v.x < old);
+        let high = v.y + carry;
+        if (high != 0u) {
+            atomicAdd(&slots[w + 1u], high);
+        }
+        return;
+    }
+    reduce_word(w, v.x);
+}
+
 // ------------------------------------------------------------------ maintenance
 
 // Every slot word to all ones: every slot EMPTY (n = words).
-@compute @workgroup_size(64)
+@compute @workgroup_size(256)
 fn fill_empty(@builtin(global_invocation_id) gid: vec3<u32>) {
     for (var i = gid.x; i < params.n; i += params.stride) {
         atomicStore(&slots[i], 0xffffffffu);
-    }
-}
-
-// Writes the value of item i into the slot held in items[i] (a slot that
-// `locate` found holding the key).
-@compute @workgroup_size(64)
-fn store_values(@builtin(global_invocation_id) gid: vec3<u32>) {
-    for (var i = gid.x; i < params.n; i += params.stride) {
-        write_value(items[i], i);
-    }
-}
-
-// Turns the slots that `locate` wrote to results (stride 1 + GH_FIELD_WORDS)
-// into tombstones, and leaves 1 in results[i * stride] for a key erased, 0
-// for a key absent.
-@compute @workgroup_size(64)
-fn tombstone(@builtin(global_invocation_id) gid: vec3<u32>) {
-    for (var i = gid.x; i < params.n; i += params.stride) {
-        let r = i * (1u + GH_FIELD_WORDS);
-        let s = results[r];
-        if (s != GH_NONE) {
-            write_tombstone(s);
-        }
-        results[r] = select(0u, 1u, s != GH_NONE);
     }
 }

@@ -2,10 +2,16 @@
 // a key's sequence starts at the first slot of its multiply-shift home
 // bucket and runs linearly over slots, wrapping around, for at most
 // `limit` buckets. Inserts take the first EMPTY slot of the sequence, so a
-// lookup stops at the first EMPTY slot it meets.
+// lookup stops at the first EMPTY slot it meets (a slot never becomes EMPTY
+// again but by a clear or a rebuild, so a key lies before any EMPTY slot of
+// its sequence).
 
 fn home_bucket(k: vec2<u32>) -> u32 {
     return reduce_range(mix64(k, seed()), params.buckets);
+}
+
+fn next_bucket(b: u32) -> u32 {
+    return select(b + 1u, 0u, b + 1u == params.buckets);
 }
 
 // The slot holding key `k`, or GH_NONE.
@@ -22,56 +28,60 @@ fn find_slot(k: vec2<u32>) -> u32 {
                 return GH_NONE;
             }
         }
-        b += 1u;
-        if (b == params.buckets) {
-            b = 0u;
-        }
+        b = next_bucket(b);
     }
     return GH_NONE;
 }
 
-// For each key item: results[i * (1 + GH_FIELD_WORDS)] = its slot or
-// GH_NONE, followed by the value words found (left as they were when absent).
-@compute @workgroup_size(64)
-fn locate(@builtin(global_invocation_id) gid: vec3<u32>) {
-    for (var i = gid.x; i < params.n; i += params.stride) {
-        let s = find_slot(item_key(i));
-        let r = i * (1u + GH_FIELD_WORDS);
-        results[r] = s;
-        if (s != GH_NONE) {
-            let w = s * GH_SLOT_WORDS + GH_FIELD_WORDS;
-            for (var j = 0u; j < GH_FIELD_WORDS; j += 1u) {
-                results[r + 1u + j] = atomicLoad(&slots[w + j]);
-            }
-        }
-    }
-}
-
-// Places key items that are absent from the table (and distinct): each
-// takes the first slot of its sequence that no one has taken, and writes
-// its key and value there. results[i] = the slot, or GH_NONE when the
-// probe limit passed first (the key is refused). Reads no key words (see
-// common.wgsl), so it cannot see a pair half-written by another invocation.
-@compute @workgroup_size(64)
-fn claim(@builtin(global_invocation_id) gid: vec3<u32>) {
-    for (var i = gid.x; i < params.n; i += params.stride) {
-        let k = item_key(i);
-        var b = home_bucket(k);
-        var placed = GH_NONE;
-        for (var step = 0u; step < params.limit && placed == GH_NONE; step += 1u) {
-            for (var j = 0u; j < GH_SLOTS_PER_BUCKET; j += 1u) {
-                let s = b * GH_SLOTS_PER_BUCKET + j;
-                if (take_slot(s)) {
-                    write_pair(s, k, i);
-                    placed = s;
+// 8-byte slots: the slot of key `k` (32-bit key field), claimed with one
+// compare-exchange on its key word if the key is new. Returns the slot
+// with GH_NEW_BIT set if this invocation placed the key, or GH_NONE when
+// the probe limit passed first. Two invocations with one key walk one
+// sequence: the first to claim an EMPTY slot of it wins, and the other
+// meets the key there, so a key is never placed twice.
+fn claim_direct(k: u32) -> u32 {
+    var b = home_bucket(vec2<u32>(k, 0u));
+    for (var step = 0u; step < params.limit; step += 1u) {
+        for (var j = 0u; j < GH_SLOTS_PER_BUCKET; j += 1u) {
+            let s = b * GH_SLOTS_PER_BUCKET + j;
+            let w = s * GH_SLOT_WORDS;
+            var cur = atomicLoad(&slots[w]);
+            // Retried only while the word stays EMPTY (a weak exchange may fail spuriously).
+            loop {
+                if (cur != GH_EMPTY_WORD_0) {
                     break;
                 }
+                let r = atomicCompareExchangeWeak(&slots[w], GH_EMPTY_WORD_0, k);
+                if (r.exchanged) {
+                    return s | GH_NEW_BIT;
+                }
+                cur = r.old_value;
             }
-            b += 1u;
-            if (b == params.buckets) {
-                b = 0u;
+            if (cur == k) {
+                return s;
             }
         }
-        results[i] = placed;
+        b = next_bucket(b);
     }
+    return GH_NONE;
+}
+
+// Any slot width: places key `k`, absent from the table and held by no
+// other invocation of the dispatch, in the first slot of its sequence no
+// one has taken, with value `v`. Returns the slot, or GH_NONE when the
+// probe limit passed first. Reads no key words, so it cannot see a pair
+// half-written by another invocation.
+fn claim_free(k: vec2<u32>, v: vec2<u32>) -> u32 {
+    var b = home_bucket(k);
+    for (var step = 0u; step < params.limit; step += 1u) {
+        for (var j = 0u; j < GH_SLOTS_PER_BUCKET; j += 1u) {
+            let s = b * GH_SLOTS_PER_BUCKET + j;
+            if (take_slot(s)) {
+                store_pair(s, k, v);
+                return s;
+            }
+        }
+        b = next_bucket(b);
+    }
+    return GH_NONE;
 }

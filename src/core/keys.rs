@@ -28,7 +28,7 @@ impl<T> DeviceScalar for T {}
 /// ([`Key::EMPTY`] and [`Key::TOMBSTONE`]) mark free and erased slots, so the
 /// table stores keys equal to them out of band; users never see the difference.
 pub trait Key:
-    sealed::Sealed + DeviceScalar + Copy + Eq + Ord + std::hash::Hash + std::fmt::Debug + Send + Sync + 'static
+    sealed::Sealed + DeviceScalar + bytemuck::Pod + Copy + Eq + Ord + std::hash::Hash + std::fmt::Debug + Send + Sync + 'static
 {
     /// Width of the key in bits.
     const BITS: u32;
@@ -149,7 +149,7 @@ impl Reduce {
 }
 
 /// A value type: any plain 4- or 8-byte type of `u32 u64 i32 i64 f32 f64`.
-pub trait Value: sealed::Sealed + DeviceScalar + Copy + PartialEq + std::fmt::Debug + Send + Sync + 'static {
+pub trait Value: sealed::Sealed + DeviceScalar + bytemuck::Pod + Copy + PartialEq + std::fmt::Debug + Send + Sync + 'static {
     /// Which type this is.
     const KIND: ValueKind;
     /// Packed slot word when paired with a 32-bit key.

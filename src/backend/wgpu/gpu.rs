@@ -19,47 +19,151 @@ use std::task::{Context, Poll, Waker};
 use wgpu::util::DeviceExt;
 
 use crate::core::constants::wgsl_header;
+use crate::core::keys::{Key, Reduce, Value, ValueKind};
 use crate::core::layout::Word;
 use crate::{Device, Error, Result};
 
-/// Invocations per workgroup of every entry point (`@workgroup_size(64)`).
-pub(crate) const WORKGROUP: u32 = 64;
+/// Invocations per workgroup of every entry point (`@workgroup_size(256)`).
+pub(crate) const WORKGROUP: u32 = 256;
 
 /// The WGSL shared by every scheme (`kernels/wgsl/common.wgsl`).
 pub const COMMON_SOURCE: &str = include_str!("../../../kernels/wgsl/common.wgsl");
-/// The linear scheme's entry points (`kernels/wgsl/linear.wgsl`).
+/// The linear scheme's probe sequence and claims (`kernels/wgsl/linear.wgsl`).
 pub const LINEAR_SOURCE: &str = include_str!("../../../kernels/wgsl/linear.wgsl");
+/// The bulk operations' entry points (`kernels/wgsl/bulk.wgsl`).
+pub const BULK_SOURCE: &str = include_str!("../../../kernels/wgsl/bulk.wgsl");
 
 /// "No slot" in the shaders' results (`GH_NONE`): the key is absent, or
 /// found no free slot.
 pub(crate) const NONE: u32 = u32::MAX;
+/// In a flags list entry: the position holds an out-of-band key, not a refused one.
+pub(crate) const SPECIAL_BIT: u32 = 1 << 31;
 
-/// The complete WGSL module for slots of word type `W`: the constants
-/// emitted from the Rust core and this backend, then the shared code, then
-/// the scheme.
-pub fn shader_source<W: Word>() -> String {
-    format!("{}const GH_NONE: u32 = 0x{NONE:08x}u;\n\n{COMMON_SOURCE}\n{LINEAR_SOURCE}", wgsl_header::<W>())
+/// What a pipeline is compiled for: the slot width and the widths (in
+/// 32-bit words) of the caller's key and value arrays.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Variant {
+    /// Bytes per slot: 8 (32-bit key and value) or 16.
+    pub slot_bytes: usize,
+    /// Words per key in the caller's arrays: 1 (`u32`) or 2 (`u64`).
+    pub key_words: u32,
+    /// Words per value in the caller's arrays: 1 or 2.
+    pub value_words: u32,
 }
+
+impl Variant {
+    /// Every combination a table can have.
+    pub const ALL: [Variant; 4] = [
+        Variant { slot_bytes: 8, key_words: 1, value_words: 1 },
+        Variant { slot_bytes: 16, key_words: 1, value_words: 2 },
+        Variant { slot_bytes: 16, key_words: 2, value_words: 1 },
+        Variant { slot_bytes: 16, key_words: 2, value_words: 2 },
+    ];
+
+    /// The variant of a table with keys `K` and values `V`.
+    pub fn of<K: Key, V: Value>() -> Variant {
+        Variant {
+            slot_bytes: <K::Word<V> as Word>::BYTES,
+            key_words: K::BITS / 32,
+            value_words: V::KIND.bits() / 32,
+        }
+    }
+
+    fn index(self) -> usize {
+        Variant::ALL.iter().position(|v| *v == self).expect("every table's variant is listed")
+    }
+}
+
+/// The complete WGSL module of a variant: the constants emitted from the
+/// Rust core and this backend, then the shared code, the scheme and the
+/// entry points.
+pub fn shader_source(v: Variant) -> String {
+    let header = if v.slot_bytes == 8 { wgsl_header::<u64>() } else { wgsl_header::<u128>() };
+    let (empty, tomb) = if v.key_words == 1 { (u32::MAX as u64, (u32::MAX - 1) as u64) } else { (u64::MAX, u64::MAX - 1) };
+    let mut c = String::new();
+    let mut def = |name: &str, x: u64| c += &format!("const {name}: u32 = 0x{:08x}u;\n", x as u32);
+    def("GH_NONE", NONE as u64);
+    def("GH_KEY_WORDS", v.key_words as u64);
+    def("GH_VALUE_WORDS", v.value_words as u64);
+    def("GH_KEY_EMPTY_LO", empty);
+    def("GH_KEY_EMPTY_HI", empty >> 32);
+    def("GH_KEY_TOMBSTONE_LO", tomb);
+    def("GH_KEY_TOMBSTONE_HI", tomb >> 32);
+    def("GH_SPECIAL_BIT", SPECIAL_BIT as u64);
+    def("GH_NEW_BIT", 1 << 31);
+    def("GH_SPECIAL_ITEM", NONE as u64);
+    def("GH_REP_BIT", 1 << 31);
+    def("GH_REP_NEW", 1 << 30);
+    def("GH_REP_SLOT", (1 << 30) - 1);
+    def("GH_REP_PENDING", (1 << 31) | ((1 << 30) - 1));
+    def("GH_REP_REFUSED", (1 << 31) | ((1 << 30) - 2));
+    def("GH_MODE_ASSIGN", MODE_ASSIGN as u64);
+    def("GH_MODE_IF_ABSENT", MODE_IF_ABSENT as u64);
+    def("GH_MODE_APPLY", MODE_APPLY as u64);
+    for op in [Reduce::Sum, Reduce::Min, Reduce::Max] {
+        def(&format!("GH_REDUCE_{}", format!("{op:?}").to_uppercase()), op.code() as u64);
+    }
+    for (name, kind) in [
+        ("U32", ValueKind::U32),
+        ("I32", ValueKind::I32),
+        ("F32", ValueKind::F32),
+        ("U64", ValueKind::U64),
+        ("I64", ValueKind::I64),
+        ("F64", ValueKind::F64),
+    ] {
+        def(&format!("GH_KIND_{name}"), kind.code() as u64);
+    }
+    format!("{header}{c}\n{COMMON_SOURCE}\n{LINEAR_SOURCE}\n{BULK_SOURCE}")
+}
+
+/// `Params::mode` of an insert.
+pub(crate) const MODE_ASSIGN: u32 = 0;
+pub(crate) const MODE_IF_ABSENT: u32 = 1;
+pub(crate) const MODE_APPLY: u32 = 2;
 
 /// The entry points of a module.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Kernel {
     FillEmpty,
-    StoreValues,
-    Tombstone,
-    Locate,
-    Claim,
+    Find,
+    InsertDirect,
+    Fold,
+    EraseDirect,
+    Dedupe,
+    LocateReps,
+    ClaimReps,
+    Settle,
+    EraseLocate,
+    EraseBury,
 }
 
 impl Kernel {
-    const ALL: [Kernel; 5] = [Kernel::FillEmpty, Kernel::StoreValues, Kernel::Tombstone, Kernel::Locate, Kernel::Claim];
+    const ALL: [Kernel; 11] = [
+        Kernel::FillEmpty,
+        Kernel::Find,
+        Kernel::InsertDirect,
+        Kernel::Fold,
+        Kernel::EraseDirect,
+        Kernel::Dedupe,
+        Kernel::LocateReps,
+        Kernel::ClaimReps,
+        Kernel::Settle,
+        Kernel::EraseLocate,
+        Kernel::EraseBury,
+    ];
     fn entry(self) -> &'static str {
         match self {
             Kernel::FillEmpty => "fill_empty",
-            Kernel::StoreValues => "store_values",
-            Kernel::Tombstone => "tombstone",
-            Kernel::Locate => "locate",
-            Kernel::Claim => "claim",
+            Kernel::Find => "find",
+            Kernel::InsertDirect => "insert_direct",
+            Kernel::Fold => "fold",
+            Kernel::EraseDirect => "erase_direct",
+            Kernel::Dedupe => "dedupe",
+            Kernel::LocateReps => "locate_reps",
+            Kernel::ClaimReps => "claim_reps",
+            Kernel::Settle => "settle",
+            Kernel::EraseLocate => "erase_locate",
+            Kernel::EraseBury => "erase_bury",
         }
     }
 }
@@ -72,12 +176,13 @@ pub(crate) struct Gpu {
     pub(crate) limits: wgpu::Limits,
     layout: wgpu::BindGroupLayout,
     pipeline_layout: wgpu::PipelineLayout,
-    /// Pipelines for 8-byte and 16-byte slots, compiled on first use.
-    pipelines: [OnceLock<std::result::Result<Vec<wgpu::ComputePipeline>, String>>; 2],
+    /// Pipelines per [`Variant`], compiled on first use.
+    pipelines: [OnceLock<std::result::Result<Vec<wgpu::ComputePipeline>, String>>; 4],
     /// Bound where an entry point reads nothing (every binding must be bound).
     placeholder: wgpu::Buffer,
-    /// Bound where an entry point writes no results.
-    placeholder_rw: wgpu::Buffer,
+    /// Bound where an entry point writes nothing: one per writable binding,
+    /// so no buffer is bound writable twice.
+    placeholder_rw: [wgpu::Buffer; 5],
 }
 
 fn instance() -> wgpu::Instance {
@@ -211,6 +316,9 @@ async fn open(index: Option<usize>) -> std::result::Result<Gpu, String> {
             storage(3, true),
             storage(4, true),
             storage(5, false),
+            storage(6, false),
+            storage(7, false),
+            storage(8, false),
         ],
     });
     let pipeline_layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
@@ -226,7 +334,8 @@ async fn open(index: Option<usize>) -> std::result::Result<Gpu, String> {
             mapped_at_creation: false,
         })
     };
-    let (placeholder, placeholder_rw) = (placeholder("gpuhash placeholder"), placeholder("gpuhash placeholder rw"));
+    let placeholder_rw = std::array::from_fn(|_| placeholder("gpuhash placeholder rw"));
+    let placeholder = placeholder("gpuhash placeholder");
     Ok(Gpu {
         device,
         queue,
@@ -234,34 +343,69 @@ async fn open(index: Option<usize>) -> std::result::Result<Gpu, String> {
         limits,
         layout,
         pipeline_layout,
-        pipelines: [OnceLock::new(), OnceLock::new()],
+        pipelines: std::array::from_fn(|_| OnceLock::new()),
         placeholder,
         placeholder_rw,
     })
 }
 
-/// The buffers one dispatch binds (`kernels/wgsl/common.wgsl`).
+/// A byte range of a buffer, bound to one binding of a dispatch.
+#[derive(Clone, Copy)]
+pub(crate) struct Range<'a> {
+    pub(crate) buffer: &'a wgpu::Buffer,
+    pub(crate) offset: u64,
+    pub(crate) bytes: u64,
+}
+
+impl<'a> Range<'a> {
+    /// The whole of `buffer`.
+    pub(crate) fn all(buffer: &'a wgpu::Buffer) -> Self {
+        Range { buffer, offset: 0, bytes: buffer.size() }
+    }
+
+    /// Words `first..first + count` of `buffer`, `width` words per item
+    /// (a binding of at least 4 bytes).
+    pub(crate) fn items(buffer: &'a wgpu::Buffer, first: usize, count: usize, width: u32) -> Self {
+        let w = width as u64 * 4;
+        Range { buffer, offset: first as u64 * w, bytes: (count as u64 * w).max(4) }
+    }
+}
+
+/// The buffers one dispatch binds (`kernels/wgsl/common.wgsl`); `None`
+/// binds a placeholder.
+#[derive(Clone, Copy)]
 pub(crate) struct Bindings<'a> {
     pub(crate) slots: &'a wgpu::Buffer,
     pub(crate) occupied: &'a wgpu::Buffer,
-    pub(crate) items: Option<&'a wgpu::Buffer>,
-    pub(crate) values: Option<&'a wgpu::Buffer>,
-    pub(crate) results: Option<&'a wgpu::Buffer>,
+    pub(crate) keys: Option<Range<'a>>,
+    pub(crate) values: Option<Range<'a>>,
+    pub(crate) out: Option<Range<'a>>,
+    pub(crate) flags: Option<Range<'a>>,
+    pub(crate) counters: Option<Range<'a>>,
+    pub(crate) scratch: Option<Range<'a>>,
 }
 
-/// The uniform `Params` of one dispatch, but for the grid stride.
-#[derive(Clone, Copy)]
+/// The uniform `Params` of one dispatch (`kernels/wgsl/common.wgsl`), but
+/// for the grid stride, which the dispatch fills in.
+#[derive(Clone, Copy, Default)]
 pub(crate) struct Params {
     pub(crate) n: u32,
     pub(crate) buckets: u32,
     pub(crate) limit: u32,
     pub(crate) seed: u64,
+    pub(crate) mode: u32,
+    pub(crate) op: u32,
+    pub(crate) kind: u32,
+    pub(crate) base: u32,
+    pub(crate) mask: u32,
+    pub(crate) specials: u32,
+    pub(crate) special_values: [u64; 2],
 }
 
 /// Dispatches recorded for one submission.
 pub(crate) struct Work<'g> {
     gpu: &'g Gpu,
-    slot_bytes: usize,
+    variant: Variant,
     encoder: wgpu::CommandEncoder,
 }
 
@@ -341,13 +485,13 @@ impl Gpu {
         self.scoped("upload", words.len() as u64 * 4, || self.queue.write_buffer(buffer, 0, bytemuck::cast_slice(words))).await
     }
 
-    /// The pipelines for `slot_bytes`-byte slots, compiled on first use.
-    async fn pipelines(&self, slot_bytes: usize) -> Result<&[wgpu::ComputePipeline]> {
-        let i = if slot_bytes == 8 { 0 } else { 1 };
+    /// The pipelines of `variant`, compiled on first use.
+    async fn pipelines(&self, variant: Variant) -> Result<&[wgpu::ComputePipeline]> {
+        let i = variant.index();
         if let Some(compiled) = self.pipelines[i].get() {
             return compiled.as_deref().map_err(|m| Error::Device { device: self.name(), message: m.clone() });
         }
-        let source = if i == 0 { shader_source::<u64>() } else { shader_source::<u128>() };
+        let source = shader_source(variant);
         let built = self
             .scoped("compiling the WGSL kernels", 0, || {
                 let module = self.device.create_shader_module(wgpu::ShaderModuleDescriptor {
@@ -375,11 +519,11 @@ impl Gpu {
         compiled.as_deref().map_err(|m| Error::Device { device: self.name(), message: m.clone() })
     }
 
-    /// Starts recording dispatches on tables of `slot_bytes`-byte slots.
-    pub(crate) async fn work(&self, slot_bytes: usize) -> Result<Work<'_>> {
-        self.pipelines(slot_bytes).await?;
+    /// Starts recording dispatches on tables of `variant`.
+    pub(crate) async fn work(&self, variant: Variant) -> Result<Work<'_>> {
+        self.pipelines(variant).await?;
         let encoder = self.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("gpuhash") });
-        Ok(Work { gpu: self, slot_bytes, encoder })
+        Ok(Work { gpu: self, variant, encoder })
     }
 }
 
@@ -390,11 +534,29 @@ impl Work<'_> {
             return Ok(());
         }
         let gpu = self.gpu;
-        let pipeline = &gpu.pipelines(self.slot_bytes).await?[kernel as usize];
+        let pipeline = &gpu.pipelines(self.variant).await?[kernel as usize];
         let max_groups = gpu.limits.max_compute_workgroups_per_dimension.max(1);
         let groups = p.n.div_ceil(WORKGROUP).min(max_groups);
-        let words = [p.n, p.buckets, p.limit, groups * WORKGROUP, p.seed as u32, (p.seed >> 32) as u32, 0, 0];
-        let params = gpu.scoped("params", 32, || {
+        let [sv0, sv1] = p.special_values;
+        let words: [u32; 16] = [
+            p.n,
+            p.buckets,
+            p.limit,
+            groups * WORKGROUP,
+            p.seed as u32,
+            (p.seed >> 32) as u32,
+            p.mode,
+            p.op,
+            p.kind,
+            p.base,
+            p.mask,
+            p.specials,
+            sv0 as u32,
+            (sv0 >> 32) as u32,
+            sv1 as u32,
+            (sv1 >> 32) as u32,
+        ];
+        let params = gpu.scoped("params", 64, || {
             gpu.device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
                 label: Some("gpuhash params"),
                 contents: bytemuck::cast_slice(&words),
@@ -402,21 +564,31 @@ impl Work<'_> {
             })
         })
         .await?;
-        fn entry(binding: u32, buf: &wgpu::Buffer) -> wgpu::BindGroupEntry<'_> {
-            wgpu::BindGroupEntry { binding, resource: buf.as_entire_binding() }
-        }
+        let ph = &gpu.placeholder_rw;
+        let ranges: [(u32, Range<'_>); 8] = [
+            (1, Range::all(b.slots)),
+            (2, Range::all(b.occupied)),
+            (3, b.keys.unwrap_or(Range::all(&gpu.placeholder))),
+            (4, b.values.unwrap_or(Range::all(&gpu.placeholder))),
+            (5, b.out.unwrap_or(Range::all(&ph[0]))),
+            (6, b.flags.unwrap_or(Range::all(&ph[1]))),
+            (7, b.counters.unwrap_or(Range::all(&ph[2]))),
+            (8, b.scratch.unwrap_or(Range::all(&ph[3]))),
+        ];
+        let mut entries = vec![wgpu::BindGroupEntry { binding: 0, resource: params.as_entire_binding() }];
+        entries.extend(ranges.iter().map(|(binding, r)| wgpu::BindGroupEntry {
+            binding: *binding,
+            resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                buffer: r.buffer,
+                offset: r.offset,
+                size: std::num::NonZeroU64::new(r.bytes),
+            }),
+        }));
         let bind = gpu.scoped("binding buffers", 0, || {
             gpu.device.create_bind_group(&wgpu::BindGroupDescriptor {
                 label: Some(kernel.entry()),
                 layout: &gpu.layout,
-                entries: &[
-                    entry(0, &params),
-                    entry(1, b.slots),
-                    entry(2, b.occupied),
-                    entry(3, b.items.unwrap_or(&gpu.placeholder)),
-                    entry(4, b.values.unwrap_or(&gpu.placeholder)),
-                    entry(5, b.results.unwrap_or(&gpu.placeholder_rw)),
-                ],
+                entries: &entries,
             })
         })
         .await?;
@@ -428,15 +600,22 @@ impl Work<'_> {
         Ok(())
     }
 
-    /// Zeroes `buffer`.
-    pub(crate) fn clear(&mut self, buffer: &wgpu::Buffer) {
-        self.encoder.clear_buffer(buffer, 0, None);
+    /// Zeroes the first `bytes` of `buffer` (a multiple of 4).
+    pub(crate) fn clear_range(&mut self, buffer: &wgpu::Buffer, bytes: u64) {
+        if bytes > 0 {
+            self.encoder.clear_buffer(buffer, 0, Some(bytes));
+        }
     }
 
     /// Copies the first `bytes` of `src` to the start of `dst`.
     pub(crate) fn copy(&mut self, src: &wgpu::Buffer, dst: &wgpu::Buffer, bytes: u64) {
+        self.copy_at(src, dst, 0, bytes);
+    }
+
+    /// Copies the first `bytes` of `src` to `dst` from byte `at` on.
+    pub(crate) fn copy_at(&mut self, src: &wgpu::Buffer, dst: &wgpu::Buffer, at: u64, bytes: u64) {
         if bytes > 0 {
-            self.encoder.copy_buffer_to_buffer(src, 0, dst, 0, bytes);
+            self.encoder.copy_buffer_to_buffer(src, 0, dst, at, bytes);
         }
     }
 
@@ -541,15 +720,16 @@ mod tests {
     /// constants themselves.
     #[test]
     fn shaders_validate_without_optional_capabilities() {
-        for (name, text) in [("common.wgsl", COMMON_SOURCE), ("linear.wgsl", LINEAR_SOURCE)] {
+        for (name, text) in [("common.wgsl", COMMON_SOURCE), ("linear.wgsl", LINEAR_SOURCE), ("bulk.wgsl", BULK_SOURCE)] {
             let own = text.lines().find(|l| l.trim_start().starts_with("const GH_"));
             assert!(own.is_none(), "kernels/wgsl/{name} defines {own:?}: emit it from the Rust core instead");
         }
-        for source in [shader_source::<u64>(), shader_source::<u128>()] {
-            let module = naga::front::wgsl::parse_str(&source).unwrap_or_else(|e| panic!("{}", e.emit_to_string(&source)));
+        for v in Variant::ALL {
+            let source = shader_source(v);
+            let module = naga::front::wgsl::parse_str(&source).unwrap_or_else(|e| panic!("{v:?}: {}", e.emit_to_string(&source)));
             naga::valid::Validator::new(naga::valid::ValidationFlags::all(), naga::valid::Capabilities::empty())
                 .validate(&module)
-                .unwrap_or_else(|e| panic!("{}", e.emit_to_string(&source)));
+                .unwrap_or_else(|e| panic!("{v:?}: {}", e.emit_to_string(&source)));
         }
     }
 }

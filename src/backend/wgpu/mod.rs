@@ -7,22 +7,29 @@
 //! backend is its oracle. Only [`Scheme::Linear`] is implemented so far;
 //! [`Device::check_scheme`] reports the others as [`Error::Unsupported`].
 //!
-//! **32-bit atomics only** (what browsers offer): a slot is two or four
-//! atomic 32-bit words, so no single atomic publishes a pair. Instead:
+//! **One submission per call.** A bulk call uploads its keys (or takes the
+//! caller's GPU buffers: [`WgpuTable::find_buffers`] and the like), records
+//! every dispatch in one command buffer and reads back a few counters; a
+//! second, small read-back lists the positions to report only when there are
+//! some (refused keys, keys equal to a slot marker).
 //!
-//! * the host folds the duplicates of a batch first (assign: the last
-//!   value; if-absent: the first; apply: the reduction of all, in batch
-//!   order), so no two invocations of one dispatch hold the same key;
-//! * an insert first locates its keys (a read-only dispatch), the host
-//!   computes the values of the keys found (for insert-or-apply, the stored
-//!   value reduced with the batch's, exactly as [`Value::reduce`] does on
-//!   the CPU, for every value type including `f64`, which WGSL lacks), and
-//!   a second submission writes those values and *claims* slots for the
-//!   absent keys: a claim sets the slot's bit in an occupancy bitmap with
-//!   one `atomicOr` (one bit per slot), whose winner alone writes the slot;
-//!   claiming invocations never read key words, so none can see a pair
-//!   half-written by another;
-//! * erase locates, then writes tombstones in a later dispatch.
+//! **32-bit atomics only** (what browsers offer). A slot is two or four
+//! 32-bit words, so no single atomic publishes a whole pair:
+//!
+//! * 8-byte slots (32-bit keys and values) claim a key with one
+//!   compare-exchange on its key word; duplicates of a batch meet there.
+//!   Assign leaves one of the batch's values, if-absent the first placed,
+//!   and apply folds every value in with atomics (compare-exchange loops
+//!   for signed and float reductions).
+//! * 16-byte slots first elect one representative per distinct key of the
+//!   batch (a table of item indices, compared through the caller's key
+//!   array, which no one writes); representatives look their key up and
+//!   place absent ones through a one-bit-per-slot occupancy bitmap, never
+//!   reading key words another invocation may be writing; then every item
+//!   folds its value into its representative's slot. 64-bit wrapping sums
+//!   run on the GPU (a carry between the two words); 64-bit min and max and
+//!   every `f64` reduction (WGSL has no `f64`) are folded on the host and
+//!   stored with one assign, exactly as [`Value::reduce`] does on the CPU.
 //!
 //! Keys equal to a slot marker are kept out of band on the host, as on the
 //! CPU and CUDA backends. A full table refuses keys exactly: a key that
@@ -35,23 +42,27 @@ use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::marker::PhantomData;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
-use self::gpu::{Bindings, Gpu, Kernel, Params, NONE};
+use self::gpu::{Bindings, Gpu, Kernel, Params, Range, Work, MODE_APPLY, MODE_ASSIGN, MODE_IF_ABSENT, NONE, SPECIAL_BIT};
 use super::{Backend, Config, InsertMode, RawInsert};
 use crate::core::hash::{mix64, DEFAULT_SEED};
-use crate::core::keys::{special_index, Key, Reduce, Value};
+use crate::core::keys::{special_index, Key, Reduce, Value, ValueKind};
 use crate::core::layout::{Word, BUCKET_BYTES};
 use crate::core::probe::ProbeParams;
 use crate::core::scheme::Scheme;
 use crate::{Device, Error, Result};
 
-pub use self::gpu::{adapter_info, adapters, shader_source, COMMON_SOURCE, LINEAR_SOURCE};
+pub use self::gpu::{adapter_info, adapters, shader_source, Variant, BULK_SOURCE, COMMON_SOURCE, LINEAR_SOURCE};
+/// The wgpu crate this backend is built on, for callers who create the
+/// buffers of [`WgpuTable::find_buffers`] and the like.
+pub use wgpu;
 
 /// Items per dispatch at most (the binding-size limit may lower it).
-const MAX_CHUNK: usize = 1 << 22;
-
-type W<K, V> = <K as Key>::Word<V>;
+const MAX_CHUNK: usize = 1 << 24;
+/// Items per submission of a host-slice call at most (buffer-size limits
+/// may lower it): larger batches run as several submissions, in order.
+const MAX_BATCH: usize = 1 << 28;
 
 /// `Ok` if the default wgpu adapter (`None`) or adapter `index` can be
 /// opened, or why not.
@@ -89,23 +100,79 @@ impl Hasher for MixHasher {
 
 type FastMap<T> = HashMap<u64, T, BuildHasherDefault<MixHasher>>;
 
+/// Work buffers a table keeps between calls (grown, never shrunk), so a
+/// call allocates nothing once warm.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Role {
+    /// Uploaded keys and values of a host-slice call.
+    Keys,
+    Values,
+    /// Per item: find's values, or an insert's state between dispatches.
+    Out,
+    /// Per item: found flags, or the list of positions to report.
+    Flags,
+    /// Four counter words.
+    Counters,
+    /// The de-duplication table of 16-byte slots.
+    Dedupe,
+    /// Read-back buffer.
+    Staging,
+}
+
+impl Role {
+    const COUNT: usize = 7;
+    fn usage(self) -> wgpu::BufferUsages {
+        use wgpu::BufferUsages as U;
+        match self {
+            Role::Keys | Role::Values | Role::Dedupe => U::STORAGE | U::COPY_DST,
+            Role::Out | Role::Flags => U::STORAGE | U::COPY_SRC,
+            Role::Counters => U::STORAGE | U::COPY_SRC | U::COPY_DST,
+            Role::Staging => U::MAP_READ | U::COPY_DST,
+        }
+    }
+}
+
+#[derive(Default)]
+struct Cache([Option<wgpu::Buffer>; Role::COUNT]);
+
 /// The slot array on the device and the slot work on it, on raw bits (not
 /// generic over the key and value types, so it is compiled once).
 struct Slots {
     gpu: Arc<Gpu>,
     buffer: wgpu::Buffer,
-    /// One bit per slot: set once the slot is not EMPTY.
+    /// One bit per slot: set once the slot is not EMPTY (16-byte slots).
     occupied: wgpu::Buffer,
-    slot_bytes: usize,
+    variant: Variant,
     probe: ProbeParams,
     /// Live keys held in slots.
     live: u64,
     /// Erased slots not yet reclaimed.
     tombstones: u64,
+    cache: Mutex<Cache>,
 }
 
+/// The counters one submission reads back (`kernels/wgsl/common.wgsl`).
+#[derive(Clone, Copy, Debug, Default)]
+struct Counters {
+    /// Keys placed, found or erased.
+    count: u32,
+    /// Entries of the flags list.
+    listed: u32,
+    /// Out-of-band keys an erase met (bit 1 EMPTY, bit 2 TOMBSTONE).
+    specials: u32,
+}
+
+impl Counters {
+    fn from_words(w: &[u32]) -> Self {
+        Counters { count: w[0], listed: w[1], specials: w[2] }
+    }
+}
+
+const COUNTER_BYTES: u64 = 16;
+
 impl Slots {
-    async fn new(gpu: Arc<Gpu>, config: &Config, slot_bytes: usize) -> Result<Slots> {
+    async fn new(gpu: Arc<Gpu>, config: &Config, variant: Variant) -> Result<Slots> {
+        let slot_bytes = variant.slot_bytes;
         let spb = (BUCKET_BYTES / slot_bytes) as u64;
         let buckets = config.slots / spb;
         let bytes = config.slots.saturating_mul(slot_bytes as u64);
@@ -116,57 +183,248 @@ impl Slots {
         let buffer = gpu.storage("gpuhash slots", bytes, wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST).await?;
         let occupied = gpu.storage("gpuhash occupied", config.slots.div_ceil(32) * 4, wgpu::BufferUsages::COPY_DST).await?;
         let probe = ProbeParams { buckets, seed: config.seed, limit: config.max_probe_buckets.clamp(1, buckets) };
-        let mut s = Slots { gpu, buffer, occupied, slot_bytes, probe, live: 0, tombstones: 0 };
+        let mut s = Slots { gpu, buffer, occupied, variant, probe, live: 0, tombstones: 0, cache: Mutex::default() };
         s.reset().await?;
         Ok(s)
     }
 
     fn slots(&self) -> u64 {
-        self.buffer.size() / self.slot_bytes as u64
+        self.buffer.size() / self.variant.slot_bytes as u64
     }
 
     /// 32-bit words of a key or value field: 1 for 8-byte slots, else 2.
     fn field_words(&self) -> usize {
-        self.slot_bytes / 8
+        self.variant.slot_bytes / 8
     }
 
     fn params(&self, n: usize) -> Params {
-        Params { n: n as u32, buckets: self.probe.buckets as u32, limit: self.probe.limit as u32, seed: self.probe.seed }
+        Params {
+            n: n as u32,
+            buckets: self.probe.buckets as u32,
+            limit: self.probe.limit as u32,
+            seed: self.probe.seed,
+            ..Params::default()
+        }
     }
 
-    fn bind<'a>(
-        &'a self,
-        items: Option<&'a wgpu::Buffer>,
-        values: Option<&'a wgpu::Buffer>,
-        results: Option<&'a wgpu::Buffer>,
-    ) -> Bindings<'a> {
-        Bindings { slots: &self.buffer, occupied: &self.occupied, items, values, results }
+    fn bind(&self) -> Bindings<'_> {
+        Bindings {
+            slots: &self.buffer,
+            occupied: &self.occupied,
+            keys: None,
+            values: None,
+            out: None,
+            flags: None,
+            counters: None,
+            scratch: None,
+        }
+    }
+
+    /// A work buffer of at least `bytes`, kept for later calls.
+    async fn cached(&self, role: Role, bytes: u64) -> Result<wgpu::Buffer> {
+        let bytes = bytes.max(COUNTER_BYTES).next_multiple_of(4);
+        let lock = || self.cache.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(b) = lock().0[role as usize].as_ref().filter(|b| b.size() >= bytes) {
+            return Ok(b.clone());
+        }
+        // Dropped first, so the old and new buffers never both take room.
+        lock().0[role as usize] = None;
+        // Room to grow by half again, within what one buffer may hold.
+        let room = self.gpu.limits.max_buffer_size;
+        let size = (bytes + bytes / 2).next_multiple_of(256).min(room).max(bytes);
+        let b = if role == Role::Staging {
+            self.gpu.staging(size).await?
+        } else {
+            self.gpu.storage("gpuhash work", size, role.usage() & !wgpu::BufferUsages::STORAGE).await?
+        };
+        lock().0[role as usize] = Some(b.clone());
+        Ok(b)
     }
 
     /// Every slot EMPTY, every occupancy bit clear.
     async fn reset(&mut self) -> Result<()> {
-        let mut w = self.gpu.work(self.slot_bytes).await?;
+        let mut w = self.gpu.work(self.variant).await?;
         let words = (self.buffer.size() / 4) as usize;
-        w.dispatch(Kernel::FillEmpty, self.params(words), &self.bind(None, None, None)).await?;
-        w.clear(&self.occupied);
+        w.dispatch(Kernel::FillEmpty, self.params(words), &self.bind()).await?;
+        w.clear_range(&self.occupied, self.occupied.size());
         w.finish().await?;
         self.live = 0;
         self.tombstones = 0;
         Ok(())
     }
 
-    /// Items one dispatch takes: every per-item buffer within the binding limit.
+    /// Items one dispatch takes: every per-item binding within the limit,
+    /// and a multiple of 256 so that every chunk's offset is aligned.
     fn chunk(&self, n: usize) -> usize {
-        let per_item = 4 * (1 + self.field_words()) as u64;
-        let by_limit = (self.gpu.max_binding() / per_item).max(1) as usize;
-        n.min(MAX_CHUNK).min(by_limit).max(1)
+        let widest = 4 * self.variant.key_words.max(self.variant.value_words).max(2) as u64;
+        let by_limit = (self.gpu.max_binding() / widest) as usize;
+        let c = by_limit.min(MAX_CHUNK) / 256 * 256;
+        n.min(c.max(256)).max(1)
     }
 
-    fn push_field(&self, out: &mut Vec<u32>, bits: u64) {
-        out.push(bits as u32);
-        if self.field_words() == 2 {
-            out.push((bits >> 32) as u32);
+    /// `(first item, items)` of each dispatch over `n` items.
+    fn chunks(&self, n: usize) -> impl Iterator<Item = (usize, usize)> {
+        let c = self.chunk(n);
+        (0..n).step_by(c.max(1)).map(move |first| (first, c.min(n - first)))
+    }
+
+    /// Records a lookup of `n` keys: found flags into `found` (one word per
+    /// key), values into `values` if given, hits into counters[0].
+    #[allow(clippy::too_many_arguments)]
+    async fn record_find(
+        &self,
+        w: &mut Work<'_>,
+        keys: &wgpu::Buffer,
+        n: usize,
+        values: Option<&wgpu::Buffer>,
+        found: &wgpu::Buffer,
+        counters: &wgpu::Buffer,
+        specials: (u32, [u64; 2]),
+    ) -> Result<()> {
+        let v = self.variant;
+        w.clear_range(counters, COUNTER_BYTES);
+        for (first, len) in self.chunks(n) {
+            let b = Bindings {
+                keys: Some(Range::items(keys, first, len, v.key_words)),
+                out: values.map(|o| Range::items(o, first, len, v.value_words)),
+                flags: Some(Range::items(found, first, len, 1)),
+                counters: Some(Range::all(counters)),
+                ..self.bind()
+            };
+            let p = Params {
+                mode: values.is_some() as u32,
+                specials: specials.0,
+                special_values: specials.1,
+                ..self.params(len)
+            };
+            w.dispatch(Kernel::Find, p, &b).await?;
         }
+        Ok(())
+    }
+
+    /// Records an insert of `n` pairs (`kind`: the value type's code). The
+    /// flags list (`list`, room for `n` entries) receives the positions of
+    /// refused keys and, with [`SPECIAL_BIT`], of out-of-band ones;
+    /// counters[0] the keys placed.
+    #[allow(clippy::too_many_arguments)]
+    async fn record_insert(
+        &self,
+        w: &mut Work<'_>,
+        keys: &wgpu::Buffer,
+        values: &wgpu::Buffer,
+        n: usize,
+        mode: u32,
+        op: Reduce,
+        kind: ValueKind,
+        list: &wgpu::Buffer,
+        counters: &wgpu::Buffer,
+    ) -> Result<()> {
+        let v = self.variant;
+        let per_chunk = self.chunk(n);
+        let out = self.cached(Role::Out, per_chunk as u64 * 4).await?;
+        let dedupe = if v.slot_bytes == 8 {
+            None
+        } else {
+            Some(self.cached(Role::Dedupe, dedupe_entries(per_chunk) as u64 * 4).await?)
+        };
+        w.clear_range(counters, COUNTER_BYTES);
+        for (first, len) in self.chunks(n) {
+            let b = Bindings {
+                keys: Some(Range::items(keys, first, len, v.key_words)),
+                values: Some(Range::items(values, first, len, v.value_words)),
+                out: Some(Range::items(&out, 0, len, 1)),
+                flags: Some(Range::all(list)),
+                counters: Some(Range::all(counters)),
+                scratch: dedupe.as_ref().map(|d| Range::items(d, 0, dedupe_entries(len), 1)),
+                ..self.bind()
+            };
+            let p = Params {
+                mode,
+                op: op.code(),
+                kind: kind.code(),
+                base: first as u32,
+                mask: dedupe_entries(len) as u32 - 1,
+                ..self.params(len)
+            };
+            match &dedupe {
+                None => {
+                    w.dispatch(Kernel::InsertDirect, p, &b).await?;
+                    if mode == MODE_APPLY {
+                        w.dispatch(Kernel::Fold, p, &b).await?;
+                    }
+                }
+                Some(d) => {
+                    w.clear_range(d, dedupe_entries(len) as u64 * 4);
+                    for k in [Kernel::Dedupe, Kernel::LocateReps, Kernel::ClaimReps, Kernel::Settle] {
+                        w.dispatch(k, p, &b).await?;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Records an erase of `n` keys: counters[0] the keys erased, counters[2]
+    /// the out-of-band keys met.
+    async fn record_erase(&self, w: &mut Work<'_>, keys: &wgpu::Buffer, n: usize, counters: &wgpu::Buffer) -> Result<()> {
+        let v = self.variant;
+        let per_chunk = self.chunk(n);
+        let out = if v.slot_bytes == 8 { None } else { Some(self.cached(Role::Out, per_chunk as u64 * 4).await?) };
+        w.clear_range(counters, COUNTER_BYTES);
+        for (first, len) in self.chunks(n) {
+            let b = Bindings {
+                keys: Some(Range::items(keys, first, len, v.key_words)),
+                out: out.as_ref().map(|o| Range::items(o, 0, len, 1)),
+                counters: Some(Range::all(counters)),
+                ..self.bind()
+            };
+            if out.is_none() {
+                w.dispatch(Kernel::EraseDirect, self.params(len), &b).await?;
+            } else {
+                // Every slot is located before any is buried: a reader
+                // never meets a two-word key half turned into a tombstone.
+                w.dispatch(Kernel::EraseLocate, self.params(len), &b).await?;
+                w.dispatch(Kernel::EraseBury, self.params(len), &b).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Submits `w` after copying the counters back, and reads them.
+    async fn finish_counters(&self, mut w: Work<'_>, counters: &wgpu::Buffer) -> Result<Counters> {
+        let staging = self.cached(Role::Staging, COUNTER_BYTES).await?;
+        w.copy(counters, &staging, COUNTER_BYTES);
+        Ok(Counters::from_words(&w.finish_and_read(&staging, 4).await?))
+    }
+
+    /// The first `len` entries of a flags list, sorted (batch order).
+    async fn read_list(&self, list: &wgpu::Buffer, len: u32) -> Result<Vec<u32>> {
+        if len == 0 {
+            return Ok(Vec::new());
+        }
+        let bytes = len as u64 * 4;
+        let staging = self.cached(Role::Staging, bytes).await?;
+        let mut w = self.gpu.work(self.variant).await?;
+        w.copy(list, &staging, bytes);
+        let mut out = w.finish_and_read(&staging, len as usize).await?;
+        out.sort_unstable_by_key(|e| e & !SPECIAL_BIT);
+        Ok(out)
+    }
+
+    /// Uploads `words` into the work buffer of `role`.
+    async fn upload(&self, role: Role, words: &[u32]) -> Result<wgpu::Buffer> {
+        let b = self.cached(role, words.len() as u64 * 4).await?;
+        self.gpu.write(&b, words).await?;
+        Ok(b)
+    }
+
+    /// Every slot's words, read back.
+    async fn read_all(&self) -> Result<Vec<u32>> {
+        let bytes = self.buffer.size();
+        let staging = self.gpu.staging(bytes).await?;
+        let mut w = self.gpu.work(self.variant).await?;
+        w.copy(&self.buffer, &staging, bytes);
+        w.finish_and_read(&staging, (bytes / 4) as usize).await
     }
 
     fn field(words: &[u32]) -> u64 {
@@ -175,140 +433,6 @@ impl Slots {
             [lo, hi, ..] => *lo as u64 | (*hi as u64) << 32,
             [] => 0,
         }
-    }
-
-    /// For each key (never a marker): its slot and value bits, if stored.
-    async fn locate(&self, keys: &[u64]) -> Result<Vec<Option<(u32, u64)>>> {
-        if keys.is_empty() {
-            return Ok(Vec::new());
-        }
-        let fw = self.field_words();
-        let stride = 1 + fw;
-        let chunk = self.chunk(keys.len());
-        let gpu = &self.gpu;
-        let items = gpu.storage("gpuhash keys", (chunk * fw * 4) as u64, wgpu::BufferUsages::COPY_DST).await?;
-        let results = gpu.storage("gpuhash results", (chunk * stride * 4) as u64, wgpu::BufferUsages::COPY_SRC).await?;
-        let staging = gpu.staging((chunk * stride * 4) as u64).await?;
-        let mut out = Vec::with_capacity(keys.len());
-        let mut words = Vec::with_capacity(chunk * fw);
-        for part in keys.chunks(chunk) {
-            words.clear();
-            for &k in part {
-                self.push_field(&mut words, k);
-            }
-            gpu.write(&items, &words).await?;
-            let mut w = gpu.work(self.slot_bytes).await?;
-            w.dispatch(Kernel::Locate, self.params(part.len()), &self.bind(Some(&items), None, Some(&results))).await?;
-            w.copy(&results, &staging, (part.len() * stride * 4) as u64);
-            let r = w.finish_and_read(&staging, part.len() * stride).await?;
-            out.extend(r.chunks_exact(stride).map(|c| (c[0] != NONE).then(|| (c[0], Self::field(&c[1..])))));
-        }
-        Ok(out)
-    }
-
-    /// Writes `updates` (slot, value bits) into slots found by
-    /// [`Slots::locate`], then places `new` (key, value bits): keys absent
-    /// from the table and distinct. Returns each new key's slot, or
-    /// [`NONE`] where it found no free slot within the probe limit.
-    async fn place(&mut self, updates: &[(u32, u64)], new: &[(u64, u64)]) -> Result<Vec<u32>> {
-        let fw = self.field_words();
-        let n = updates.len().max(new.len());
-        if n == 0 {
-            return Ok(Vec::new());
-        }
-        let chunk = self.chunk(n);
-        let gpu = self.gpu.clone();
-        // Everything is allocated before the first write to the table.
-        let items = gpu.storage("gpuhash keys", (chunk * fw * 4) as u64, wgpu::BufferUsages::COPY_DST).await?;
-        let values = gpu.storage("gpuhash values", (chunk * fw * 4) as u64, wgpu::BufferUsages::COPY_DST).await?;
-        let (results, staging) = if new.is_empty() {
-            (None, None)
-        } else {
-            let bytes = (chunk.min(new.len()) * 4) as u64;
-            (
-                Some(gpu.storage("gpuhash results", bytes, wgpu::BufferUsages::COPY_SRC).await?),
-                Some(gpu.staging(bytes).await?),
-            )
-        };
-        let (mut iw, mut vw) = (Vec::with_capacity(chunk * fw), Vec::with_capacity(chunk * fw));
-        for part in updates.chunks(chunk) {
-            iw.clear();
-            vw.clear();
-            for &(slot, v) in part {
-                iw.push(slot);
-                self.push_field(&mut vw, v);
-            }
-            gpu.write(&items, &iw).await?;
-            gpu.write(&values, &vw).await?;
-            let mut w = gpu.work(self.slot_bytes).await?;
-            w.dispatch(Kernel::StoreValues, self.params(part.len()), &self.bind(Some(&items), Some(&values), None)).await?;
-            w.finish().await?;
-        }
-        let mut placed = Vec::with_capacity(new.len());
-        if let (Some(results), Some(staging)) = (&results, &staging) {
-            for part in new.chunks(chunk) {
-                iw.clear();
-                vw.clear();
-                for &(k, v) in part {
-                    self.push_field(&mut iw, k);
-                    self.push_field(&mut vw, v);
-                }
-                gpu.write(&items, &iw).await?;
-                gpu.write(&values, &vw).await?;
-                let mut w = gpu.work(self.slot_bytes).await?;
-                w.dispatch(Kernel::Claim, self.params(part.len()), &self.bind(Some(&items), Some(&values), Some(results))).await?;
-                w.copy(results, staging, (part.len() * 4) as u64);
-                let r = w.finish_and_read(staging, part.len()).await?;
-                self.live += r.iter().filter(|&&s| s != NONE).count() as u64;
-                placed.extend(r);
-            }
-        }
-        Ok(placed)
-    }
-
-    /// Erases distinct keys (never a marker); returns how many were stored.
-    async fn erase(&mut self, keys: &[u64]) -> Result<u64> {
-        if keys.is_empty() {
-            return Ok(0);
-        }
-        let fw = self.field_words();
-        let stride = 1 + fw;
-        let chunk = self.chunk(keys.len());
-        let gpu = self.gpu.clone();
-        let items = gpu.storage("gpuhash keys", (chunk * fw * 4) as u64, wgpu::BufferUsages::COPY_DST).await?;
-        let results = gpu.storage("gpuhash results", (chunk * stride * 4) as u64, wgpu::BufferUsages::COPY_SRC).await?;
-        let staging = gpu.staging((chunk * stride * 4) as u64).await?;
-        let mut words = Vec::with_capacity(chunk * fw);
-        let mut removed = 0;
-        for part in keys.chunks(chunk) {
-            words.clear();
-            for &k in part {
-                self.push_field(&mut words, k);
-            }
-            gpu.write(&items, &words).await?;
-            let mut w = gpu.work(self.slot_bytes).await?;
-            let b = self.bind(Some(&items), None, Some(&results));
-            // Locate every key first, then write the tombstones: no
-            // invocation reads a slot another one is overwriting.
-            w.dispatch(Kernel::Locate, self.params(part.len()), &b).await?;
-            w.dispatch(Kernel::Tombstone, self.params(part.len()), &b).await?;
-            w.copy(&results, &staging, (part.len() * stride * 4) as u64);
-            let r = w.finish_and_read(&staging, part.len() * stride).await?;
-            let n = r.chunks_exact(stride).filter(|c| c[0] == 1).count() as u64;
-            self.live -= n;
-            self.tombstones += n;
-            removed += n;
-        }
-        Ok(removed)
-    }
-
-    /// Every slot's words, read back.
-    async fn read_all(&self) -> Result<Vec<u32>> {
-        let bytes = self.buffer.size();
-        let staging = self.gpu.staging(bytes).await?;
-        let mut w = self.gpu.work(self.slot_bytes).await?;
-        w.copy(&self.buffer, &staging, bytes);
-        w.finish_and_read(&staging, (bytes / 4) as usize).await
     }
 
     /// (slot, key bits, value bits) of every full slot.
@@ -328,6 +452,17 @@ impl Slots {
     }
 }
 
+/// Entries of the de-duplication table for `n` items: a power of two of at
+/// least twice as many, so probing always meets a free entry soon.
+fn dedupe_entries(n: usize) -> usize {
+    (2 * n.max(1)).next_power_of_two()
+}
+
+/// Words of `items` (keys or values), in the shaders' layout.
+fn words_of<T: bytemuck::Pod>(items: &[T]) -> &[u32] {
+    bytemuck::cast_slice(items)
+}
+
 /// A hash table on a wgpu adapter.
 pub struct WgpuTable<K: Key, V: Value> {
     slots: Slots,
@@ -336,6 +471,27 @@ pub struct WgpuTable<K: Key, V: Value> {
     config: Config,
     device: Device,
     _types: PhantomData<K>,
+}
+
+/// How an insert folds its values: on the GPU, or (64-bit min and max, any
+/// `f64` reduction) on the host before one assign.
+fn folds_on_host<V: Value>(mode: InsertMode) -> bool {
+    match mode {
+        InsertMode::Apply(op) => match V::KIND {
+            ValueKind::F64 => true,
+            ValueKind::U64 | ValueKind::I64 => op != Reduce::Sum,
+            _ => false,
+        },
+        _ => false,
+    }
+}
+
+fn mode_code(mode: InsertMode) -> (u32, Reduce) {
+    match mode {
+        InsertMode::Assign => (MODE_ASSIGN, Reduce::Sum),
+        InsertMode::IfAbsent => (MODE_IF_ABSENT, Reduce::Sum),
+        InsertMode::Apply(op) => (MODE_APPLY, op),
+    }
 }
 
 impl<K: Key, V: Value> WgpuTable<K, V> {
@@ -359,7 +515,7 @@ impl<K: Key, V: Value> WgpuTable<K, V> {
         };
         let gpu = gpu::gpu_async(index).await?;
         check_scheme(config.scheme)?;
-        let slots = Slots::new(gpu, &config, W::<K, V>::BYTES).await?;
+        let slots = Slots::new(gpu, &config, Variant::of::<K, V>()).await?;
         Ok(WgpuTable { slots, specials: [None, None], config, device, _types: PhantomData })
     }
 
@@ -368,9 +524,26 @@ impl<K: Key, V: Value> WgpuTable<K, V> {
         self.slots.gpu.info.clone()
     }
 
+    /// The wgpu device the table's buffers live on: create the buffers of
+    /// [`WgpuTable::find_buffers`] and the like with it.
+    pub fn wgpu_device(&self) -> &wgpu::Device {
+        &self.slots.gpu.device
+    }
+
+    /// The queue the table submits its work to.
+    pub fn wgpu_queue(&self) -> &wgpu::Queue {
+        &self.slots.gpu.queue
+    }
+
+    /// The find specials parameter: which out-of-band keys are stored, and their values.
+    fn special_params(&self) -> (u32, [u64; 2]) {
+        let bits = self.specials.iter().enumerate().map(|(i, s)| (s.is_some() as u32) << i).sum();
+        (bits, self.specials.map(|s| s.map_or(0, |v| v.to_bits())))
+    }
+
     /// Applies out-of-band keys in batch order, as one thread would.
-    fn apply_specials(&mut self, events: &[(usize, V)], mode: InsertMode, out: &mut RawInsert) {
-        for &(s, v) in events {
+    fn apply_specials(&mut self, events: impl IntoIterator<Item = (usize, V)>, mode: InsertMode, out: &mut RawInsert) {
+        for (s, v) in events {
             super::apply_special(&mut self.specials[s], v, mode, out);
         }
     }
@@ -381,8 +554,91 @@ impl<K: Key, V: Value> WgpuTable<K, V> {
     /// `keys`.
     pub async fn insert_async(&mut self, keys: &[K], values: &[V], mode: InsertMode) -> Result<RawInsert> {
         check_len("insert", keys.len(), values.len(), "values")?;
-        // Fold the batch's duplicates: one entry per distinct in-slot key,
-        // with how many positions hold it and the value they leave.
+        if folds_on_host::<V>(mode) {
+            return self.insert_folded(keys, values, mode).await;
+        }
+        self.insert_plain(keys, values, mode).await
+    }
+
+    /// An insert whose values fold on the GPU, in submissions of at most
+    /// [`WgpuTable::batch`] pairs.
+    async fn insert_plain(&mut self, keys: &[K], values: &[V], mode: InsertMode) -> Result<RawInsert> {
+        let mut total = RawInsert::default();
+        for first in (0..keys.len()).step_by(self.batch()) {
+            let end = (first + self.batch()).min(keys.len());
+            let (k, v) = (&keys[first..end], &values[first..end]);
+            let kb = self.slots.upload(Role::Keys, words_of(k)).await?;
+            let vb = self.slots.upload(Role::Values, words_of(v)).await?;
+            let (out, listed) = self.insert_on_gpu(&kb, &vb, k.len(), mode).await?;
+            let specials: Vec<(usize, V)> = listed.iter().map(|&p| (special_index(k[p]).expect("listed as out of band"), v[p])).collect();
+            self.finish_insert(out, specials, mode, first, &mut total);
+        }
+        Ok(total)
+    }
+
+    /// Items per submission of a host-slice call.
+    fn batch(&self) -> usize {
+        let widest = (K::BITS.max(V::KIND.bits()) / 8) as u64;
+        let by_size = (self.slots.gpu.limits.max_buffer_size / widest) as usize;
+        by_size.min(MAX_BATCH).max(256)
+    }
+
+    /// Runs one insert submission over `n` pairs in GPU buffers. Returns the
+    /// outcome for the keys held in slots (refused positions ascending) and
+    /// the positions of out-of-band keys, ascending.
+    async fn insert_on_gpu(
+        &mut self,
+        keys: &wgpu::Buffer,
+        values: &wgpu::Buffer,
+        n: usize,
+        mode: InsertMode,
+    ) -> Result<(RawInsert, Vec<usize>)> {
+        if n == 0 {
+            return Ok((RawInsert::default(), Vec::new()));
+        }
+        let s = &self.slots;
+        let list = s.cached(Role::Flags, n as u64 * 4).await?;
+        let counters = s.cached(Role::Counters, COUNTER_BYTES).await?;
+        // Room to read the whole list back, taken before the table changes:
+        // an insert that returns an error has stored nothing.
+        s.cached(Role::Staging, n as u64 * 4).await?;
+        let (code, op) = mode_code(mode);
+        let mut w = s.gpu.work(s.variant).await?;
+        s.record_insert(&mut w, keys, values, n, code, op, V::KIND, &list, &counters).await?;
+        let c = s.finish_counters(w, &counters).await?;
+        let listed = s.read_list(&list, c.listed).await?;
+        let (mut failed, mut specials) = (Vec::new(), Vec::new());
+        for e in listed {
+            let p = (e & !SPECIAL_BIT) as usize;
+            if e & SPECIAL_BIT != 0 {
+                specials.push(p);
+            } else {
+                failed.push(p);
+            }
+        }
+        let inserted = c.count as u64;
+        self.slots.live += inserted;
+        let stored = (n - failed.len() - specials.len()) as u64;
+        Ok((RawInsert { inserted, existing: stored - inserted, failed }, specials))
+    }
+
+    /// Adds one submission's outcome (`first`: its batch offset) and its
+    /// out-of-band keys to `total`.
+    fn finish_insert(&mut self, out: RawInsert, specials: Vec<(usize, V)>, mode: InsertMode, first: usize, total: &mut RawInsert) {
+        total.inserted += out.inserted;
+        total.existing += out.existing;
+        total.failed.extend(out.failed.into_iter().map(|p| p + first));
+        self.apply_specials(specials, mode, total);
+    }
+
+    /// Insert-or-apply of reductions WGSL cannot run (64-bit min and max,
+    /// `f64`): the batch's duplicates are folded on the host in batch order,
+    /// the keys stored are looked up, and one assign of the distinct keys
+    /// stores the reduced values. Exactly [`Value::reduce`]'s results.
+    async fn insert_folded(&mut self, keys: &[K], values: &[V], mode: InsertMode) -> Result<RawInsert> {
+        let InsertMode::Apply(op) = mode else { unreachable!("only insert-or-apply folds on the host") };
+        // One entry per distinct in-slot key: how many positions hold it and
+        // the reduction of their values.
         let mut index: FastMap<u32> = FastMap::default();
         let (mut ukeys, mut uvals, mut count) = (Vec::new(), Vec::new(), Vec::new());
         let mut which = Vec::with_capacity(keys.len());
@@ -397,104 +653,252 @@ impl<K: Key, V: Value> WgpuTable<K, V> {
                 Entry::Occupied(e) => {
                     let u = *e.get() as usize;
                     count[u] += 1;
-                    uvals[u] = match mode {
-                        InsertMode::Assign => v.to_bits(),
-                        InsertMode::IfAbsent => uvals[u],
-                        InsertMode::Apply(op) => reduce_bits::<V>(op, uvals[u], v.to_bits()),
-                    };
+                    uvals[u] = V::reduce(op, uvals[u], v);
                     which.push(u as u32);
                 }
                 Entry::Vacant(e) => {
                     e.insert(ukeys.len() as u32);
                     which.push(ukeys.len() as u32);
-                    ukeys.push(k.to_u64());
-                    uvals.push(v.to_bits());
+                    ukeys.push(k);
+                    uvals.push(v);
                     count.push(1u64);
                 }
             }
         }
         drop(index);
-
-        // Keys already stored get their new value; the others need a slot.
-        let found = self.slots.locate(&ukeys).await?;
-        let mut updates = Vec::new();
-        let mut new = Vec::new();
-        let mut new_of = Vec::new();
-        for (u, f) in found.iter().enumerate() {
-            match (*f, mode) {
-                (Some((s, _)), InsertMode::Assign) => updates.push((s, uvals[u])),
-                (Some(_), InsertMode::IfAbsent) => {}
-                (Some((s, old)), InsertMode::Apply(op)) => updates.push((s, reduce_bits::<V>(op, old, uvals[u]))),
-                (None, _) => {
-                    new.push((ukeys[u], uvals[u]));
-                    new_of.push(u);
-                }
+        let mut old = vec![V::from_bits(0); ukeys.len()];
+        let mut found = vec![false; ukeys.len()];
+        self.find_async(&ukeys, &mut old, &mut found).await?;
+        for u in 0..ukeys.len() {
+            if found[u] {
+                uvals[u] = V::reduce(op, old[u], uvals[u]);
             }
         }
-        let placed = self.slots.place(&updates, &new).await?;
-
-        let mut out = RawInsert::default();
+        let r = self.insert_plain(&ukeys, &uvals, InsertMode::Assign).await?;
         let mut refused = vec![false; ukeys.len()];
-        for (u, f) in found.iter().enumerate() {
-            if f.is_some() {
-                out.existing += count[u];
-            }
+        for &u in &r.failed {
+            refused[u] = true;
         }
-        for (&u, &s) in new_of.iter().zip(&placed) {
-            if s == NONE {
-                refused[u] = true;
-            } else {
-                out.inserted += 1;
-                out.existing += count[u] - 1;
-            }
-        }
+        let stored: u64 = (0..ukeys.len()).filter(|&u| !refused[u]).map(|u| count[u]).sum();
+        let mut out = RawInsert { inserted: r.inserted, existing: stored - r.inserted, failed: Vec::new() };
         // A refused key is refused at every position that holds it, ascending.
         out.failed = which.iter().enumerate().filter(|&(_, &u)| u != NONE && refused[u as usize]).map(|(i, _)| i).collect();
-        self.apply_specials(&events, mode, &mut out);
+        self.apply_specials(events, mode, &mut out);
         Ok(out)
     }
 
     /// [`Backend::find`], awaiting the GPU. Checks the outputs' lengths.
     pub async fn find_async(&self, keys: &[K], values: &mut [V], found: &mut [bool]) -> Result<u64> {
         check_len("find", keys.len(), values.len(), "value outputs")?;
+        self.lookup(keys, Some(values), found).await
+    }
+
+    /// [`Backend::contains`], awaiting the GPU. Checks the output's length.
+    pub async fn contains_async(&self, keys: &[K], found: &mut [bool]) -> Result<u64> {
+        self.lookup(keys, None, found).await
+    }
+
+    async fn lookup(&self, keys: &[K], mut values: Option<&mut [V]>, found: &mut [bool]) -> Result<u64> {
         check_len("find", keys.len(), found.len(), "found outputs")?;
-        let in_slots: Vec<u64> = keys.iter().filter(|k| special_index(**k).is_none()).map(|k| k.to_u64()).collect();
-        let mut located = self.slots.locate(&in_slots).await?.into_iter();
+        let s = &self.slots;
+        let vw = V::KIND.bits() / 32;
         let mut hits = 0;
-        for (i, &k) in keys.iter().enumerate() {
-            let r = match special_index(k) {
-                Some(s) => self.specials[s],
-                None => located.next().flatten().map(|(_, v)| V::from_bits(v)),
+        for first in (0..keys.len()).step_by(self.batch()) {
+            let k = &keys[first..(first + self.batch()).min(keys.len())];
+            let n = k.len();
+            let kb = s.upload(Role::Keys, words_of(k)).await?;
+            let vb = match values {
+                Some(_) => Some(s.cached(Role::Out, n as u64 * vw as u64 * 4).await?),
+                None => None,
             };
-            values[i] = r.unwrap_or(V::from_bits(0));
-            found[i] = r.is_some();
-            hits += r.is_some() as u64;
+            let fb = s.cached(Role::Flags, n as u64 * 4).await?;
+            let counters = s.cached(Role::Counters, COUNTER_BYTES).await?;
+            let (vbytes, fbytes) = (vb.as_ref().map_or(0, |_| n as u64 * vw as u64 * 4), n as u64 * 4);
+            let staging = s.cached(Role::Staging, vbytes + fbytes + COUNTER_BYTES).await?;
+            let mut w = s.gpu.work(s.variant).await?;
+            s.record_find(&mut w, &kb, n, vb.as_ref(), &fb, &counters, self.special_params()).await?;
+            if let Some(vb) = &vb {
+                w.copy(vb, &staging, vbytes);
+            }
+            w.copy_at(&fb, &staging, vbytes, fbytes);
+            w.copy_at(&counters, &staging, vbytes + fbytes, COUNTER_BYTES);
+            let words = w.finish_and_read(&staging, ((vbytes + fbytes + COUNTER_BYTES) / 4) as usize).await?;
+            let (vwords, rest) = words.split_at((vbytes / 4) as usize);
+            if let Some(values) = values.as_deref_mut() {
+                let out: &mut [V] = &mut values[first..first + n];
+                bytemuck::cast_slice_mut::<V, u32>(out).copy_from_slice(vwords);
+            }
+            for (f, &w) in found[first..first + n].iter_mut().zip(&rest[..n]) {
+                *f = w != 0;
+            }
+            hits += Counters::from_words(&rest[n..]).count as u64;
         }
         Ok(hits)
     }
 
     /// [`Backend::erase`], awaiting the GPU.
     pub async fn erase_async(&mut self, keys: &[K]) -> Result<u64> {
-        let mut seen: FastMap<()> = FastMap::default();
-        let mut distinct = Vec::new();
-        let mut hit_specials = [false; 2];
-        for &k in keys {
-            match special_index(k) {
-                Some(s) => hit_specials[s] = true,
-                None => {
-                    if seen.insert(k.to_u64(), ()).is_none() {
-                        distinct.push(k.to_u64());
-                    }
-                }
-            }
+        let mut removed = 0;
+        for first in (0..keys.len()).step_by(self.batch()) {
+            let k = &keys[first..(first + self.batch()).min(keys.len())];
+            let kb = self.slots.upload(Role::Keys, words_of(k)).await?;
+            removed += self.erase_on_gpu(&kb, k.len()).await?;
         }
-        let mut removed = self.slots.erase(&distinct).await?;
-        for (hit, slot) in hit_specials.into_iter().zip(self.specials.iter_mut()) {
-            if hit && slot.take().is_some() {
+        Ok(removed)
+    }
+
+    /// One erase submission over `n` keys in a GPU buffer, out-of-band keys included.
+    async fn erase_on_gpu(&mut self, keys: &wgpu::Buffer, n: usize) -> Result<u64> {
+        if n == 0 {
+            return Ok(0);
+        }
+        let s = &self.slots;
+        let counters = s.cached(Role::Counters, COUNTER_BYTES).await?;
+        let mut w = s.gpu.work(s.variant).await?;
+        s.record_erase(&mut w, keys, n, &counters).await?;
+        let c = s.finish_counters(w, &counters).await?;
+        let erased = c.count as u64;
+        self.slots.live -= erased;
+        self.slots.tombstones += erased;
+        let mut removed = erased;
+        for (i, slot) in self.specials.iter_mut().enumerate() {
+            if c.specials & (1 << i) != 0 && slot.take().is_some() {
                 removed += 1;
             }
         }
         Ok(removed)
+    }
+
+    /// Checks a caller's buffer: at least `n` items of `bytes_each`, usable as storage.
+    fn check_buffer(op: &'static str, b: &wgpu::Buffer, n: usize, bytes_each: u64, what: &'static str) -> Result<()> {
+        let held = (b.size() / bytes_each) as usize;
+        if held < n {
+            return Err(Error::LengthMismatch { op, keys: n, other: held, what });
+        }
+        if !b.usage().contains(wgpu::BufferUsages::STORAGE) {
+            return Err(Error::Unsupported(format!("{op}: the {what} buffer needs BufferUsages::STORAGE")));
+        }
+        Ok(())
+    }
+
+    /// Looks up the first `n` keys of `keys` (a storage buffer of `K`) on
+    /// the GPU: their values into `values` (`V` each; 0 where absent) and a
+    /// `u32` flag each into `found` (1 found, 0 absent). Returns the hits.
+    /// Nothing crosses to the host but one counter. The buffers must be
+    /// this table's device's ([`WgpuTable::wgpu_device`]).
+    ///
+    /// ```no_run
+    /// use gpuhash::backend::wgpu::wgpu;
+    /// use gpuhash::backend::InsertMode;
+    /// use gpuhash::Device;
+    /// # fn main() -> gpuhash::Result<()> {
+    /// let mut table = gpuhash::HashTable::<u32, u32>::new(Device::Wgpu, 1 << 10)?;
+    /// let t = table.wgpu_mut().expect("a wgpu table");
+    /// let storage = |bytes| {
+    ///     t.wgpu_device().create_buffer(&wgpu::BufferDescriptor {
+    ///         label: None,
+    ///         size: bytes,
+    ///         usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST,
+    ///         mapped_at_creation: false,
+    ///     })
+    /// };
+    /// let (keys, values, found) = (storage(12), storage(12), storage(12));
+    /// t.wgpu_queue().write_buffer(&keys, 0, bytemuck::cast_slice(&[1u32, 2, 3]));
+    /// t.wgpu_queue().write_buffer(&values, 0, bytemuck::cast_slice(&[10u32, 20, 30]));
+    /// t.insert_buffers(&keys, &values, 3, InsertMode::Assign)?;
+    /// assert_eq!(t.find_buffers(&keys, &values, &found, 3)?, 3);
+    /// # Ok(()) }
+    /// ```
+    pub fn find_buffers(&self, keys: &wgpu::Buffer, values: &wgpu::Buffer, found: &wgpu::Buffer, n: usize) -> Result<u64> {
+        pollster::block_on(self.find_buffers_async(keys, Some(values), found, n))
+    }
+
+    /// [`WgpuTable::find_buffers`] without values: only the found flags.
+    pub fn contains_buffers(&self, keys: &wgpu::Buffer, found: &wgpu::Buffer, n: usize) -> Result<u64> {
+        pollster::block_on(self.find_buffers_async(keys, None, found, n))
+    }
+
+    /// [`WgpuTable::find_buffers`] (`values: None`: contains), awaiting the GPU.
+    pub async fn find_buffers_async(
+        &self,
+        keys: &wgpu::Buffer,
+        values: Option<&wgpu::Buffer>,
+        found: &wgpu::Buffer,
+        n: usize,
+    ) -> Result<u64> {
+        Self::check_buffer("find", keys, n, K::BITS as u64 / 8, "keys")?;
+        if let Some(v) = values {
+            Self::check_buffer("find", v, n, V::KIND.bits() as u64 / 8, "value outputs")?;
+        }
+        Self::check_buffer("find", found, n, 4, "found outputs")?;
+        if n == 0 {
+            return Ok(0);
+        }
+        let s = &self.slots;
+        let counters = s.cached(Role::Counters, COUNTER_BYTES).await?;
+        let mut w = s.gpu.work(s.variant).await?;
+        s.record_find(&mut w, keys, n, values, found, &counters, self.special_params()).await?;
+        Ok(s.finish_counters(w, &counters).await?.count as u64)
+    }
+
+    /// Inserts the first `n` pairs of `keys` and `values` (storage buffers
+    /// of `K` and `V`) with one submission, as [`Backend::insert`] does; it
+    /// never grows the table. Keys equal to a slot marker and insert-or-apply
+    /// reductions folded on the host (64-bit min and max, `f64`) read the
+    /// buffers back; everything else stays on the GPU.
+    pub fn insert_buffers(&mut self, keys: &wgpu::Buffer, values: &wgpu::Buffer, n: usize, mode: InsertMode) -> Result<RawInsert> {
+        pollster::block_on(self.insert_buffers_async(keys, values, n, mode))
+    }
+
+    /// [`WgpuTable::insert_buffers`], awaiting the GPU.
+    pub async fn insert_buffers_async(
+        &mut self,
+        keys: &wgpu::Buffer,
+        values: &wgpu::Buffer,
+        n: usize,
+        mode: InsertMode,
+    ) -> Result<RawInsert> {
+        Self::check_buffer("insert", keys, n, K::BITS as u64 / 8, "keys")?;
+        Self::check_buffer("insert", values, n, V::KIND.bits() as u64 / 8, "values")?;
+        if n >= SPECIAL_BIT as usize {
+            return Err(Error::Unsupported(format!("insert: {n} keys in one wgpu call; split the batch below 2^31")));
+        }
+        if folds_on_host::<V>(mode) {
+            let (k, v) = (self.read_items::<K>(keys, n).await?, self.read_items::<V>(values, n).await?);
+            return self.insert_async(&k, &v, mode).await;
+        }
+        let (out, listed) = self.insert_on_gpu(keys, values, n, mode).await?;
+        let mut specials = Vec::new();
+        if !listed.is_empty() {
+            let (k, v) = (self.read_items::<K>(keys, n).await?, self.read_items::<V>(values, n).await?);
+            specials = listed.iter().map(|&p| (special_index(k[p]).expect("listed as out of band"), v[p])).collect();
+        }
+        let mut total = RawInsert::default();
+        self.finish_insert(out, specials, mode, 0, &mut total);
+        Ok(total)
+    }
+
+    /// Erases the first `n` keys of `keys` (a storage buffer of `K`) with
+    /// one submission; returns how many were stored (duplicates count once).
+    pub fn erase_buffers(&mut self, keys: &wgpu::Buffer, n: usize) -> Result<u64> {
+        pollster::block_on(self.erase_buffers_async(keys, n))
+    }
+
+    /// [`WgpuTable::erase_buffers`], awaiting the GPU.
+    pub async fn erase_buffers_async(&mut self, keys: &wgpu::Buffer, n: usize) -> Result<u64> {
+        Self::check_buffer("erase", keys, n, K::BITS as u64 / 8, "keys")?;
+        self.erase_on_gpu(keys, n).await
+    }
+
+    /// The first `n` items of a caller's buffer, read back (copied through
+    /// a staging buffer; the caller's buffer needs `COPY_SRC`).
+    async fn read_items<T: bytemuck::Pod>(&self, b: &wgpu::Buffer, n: usize) -> Result<Vec<T>> {
+        let bytes = (n * std::mem::size_of::<T>()) as u64;
+        let staging = self.slots.cached(Role::Staging, bytes).await?;
+        let mut w = self.slots.gpu.work(self.slots.variant).await?;
+        w.copy(b, &staging, bytes);
+        let words = w.finish_and_read(&staging, (bytes / 4) as usize).await?;
+        Ok(bytemuck::cast_slice(&words).to_vec())
     }
 
     /// [`Backend::clear`], awaiting the GPU.
@@ -510,16 +914,24 @@ impl<K: Key, V: Value> WgpuTable<K, V> {
         let pairs = self.slots.pairs().await?;
         // The new slots are allocated before anything changes; the old ones
         // stay the table's until every key has found a place.
-        let mut fresh = Slots::new(self.slots.gpu.clone(), &config, self.slots.slot_bytes).await?;
-        let new: Vec<(u64, u64)> = pairs.iter().map(|&(_, k, v)| (k, v)).collect();
-        let placed = fresh.place(&[], &new).await?;
-        let unplaced = placed.iter().filter(|&&s| s == NONE).count() as u64;
-        if unplaced > 0 {
-            return Err(Error::RehashFailed { slots, unplaced });
+        let fresh = Slots::new(self.slots.gpu.clone(), &config, self.slots.variant).await?;
+        let keys: Vec<K> = pairs.iter().map(|&(_, k, _)| K::from_u64(k)).collect();
+        let values: Vec<V> = pairs.iter().map(|&(_, _, v)| V::from_bits(v)).collect();
+        let old = std::mem::replace(&mut self.slots, fresh);
+        let placed = self.insert_async(&keys, &values, InsertMode::Assign).await;
+        match placed {
+            Ok(r) if r.failed.is_empty() => {
+                self.config = config;
+                Ok(())
+            }
+            other => {
+                self.slots = old;
+                match other {
+                    Ok(r) => Err(Error::RehashFailed { slots, unplaced: r.failed.len() as u64 }),
+                    Err(e) => Err(e),
+                }
+            }
         }
-        self.slots = fresh;
-        self.config = config;
-        Ok(())
     }
 
     /// [`Backend::export`], awaiting the GPU.
@@ -541,7 +953,7 @@ impl<K: Key, V: Value> WgpuTable<K, V> {
     }
 
     async fn displacement_async(&self) -> Result<(u64, u64)> {
-        let spb = (BUCKET_BYTES / self.slots.slot_bytes) as u64;
+        let spb = (BUCKET_BYTES / self.slots.variant.slot_bytes) as u64;
         let p = self.slots.probe;
         Ok(self.slots.pairs().await?.into_iter().fold((0, 0), |(sum, max), (s, k, _)| {
             let d = p.displacement(k, s / spb);
@@ -556,10 +968,6 @@ fn check_len(op: &'static str, keys: usize, other: usize, what: &'static str) ->
     } else {
         Err(Error::LengthMismatch { op, keys, other, what })
     }
-}
-
-fn reduce_bits<V: Value>(op: Reduce, stored: u64, new: u64) -> u64 {
-    V::reduce(op, V::from_bits(stored), V::from_bits(new)).to_bits()
 }
 
 impl<K: Key, V: Value> Backend<K, V> for WgpuTable<K, V> {
@@ -600,8 +1008,7 @@ impl<K: Key, V: Value> Backend<K, V> for WgpuTable<K, V> {
     }
 
     fn contains(&self, keys: &[K], found: &mut [bool]) -> Result<u64> {
-        let mut values = vec![V::from_bits(0); keys.len()];
-        self.find(keys, &mut values, found)
+        pollster::block_on(self.contains_async(keys, found))
     }
 
     fn erase(&mut self, keys: &[K]) -> Result<u64> {
