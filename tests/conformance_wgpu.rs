@@ -84,3 +84,128 @@ fn unported_schemes_are_unsupported() {
     let t = HashTable::<u64, u32>::builder().device(Device::Wgpu).scheme(Scheme::SlabList).capacity(64).build::<u64, u32>();
     assert!(matches!(t, Err(gpuhash::Error::Unsupported(_))), "{:?}", t.err());
 }
+
+/// The GPU-buffer calls (`insert_buffers`, `find_buffers`,
+/// `contains_buffers`, `erase_buffers`) against a `HashMap` oracle: batch
+/// duplicates, marker keys, a hot key, refused keys in a full table; and
+/// buffers too short or without `STORAGE` are refused before anything is
+/// stored. Both slot widths.
+#[test]
+fn gpu_buffer_calls_match_the_oracle() {
+    buffer_calls_body::<u32, u32>();
+    buffer_calls_body::<u64, u64>();
+    buffer_calls_body::<u64, u32>();
+}
+
+fn buffer_calls_body<K: Key, V: TestValue>() {
+    use gpuhash::backend::wgpu::wgpu;
+    use gpuhash::backend::{Backend, InsertMode};
+    use gpuhash::Reduce;
+    use std::collections::HashMap;
+
+    let Some(dev) = usable(Target::new(Device::Wgpu, Scheme::Linear)) else { return };
+    let mut cx = Ctx::new::<K, V>("gpu_buffer_calls_match_the_oracle", dev);
+    let slots = 1u64 << 12;
+    let mut table = HashTable::<K, V>::builder().device(Device::Wgpu).capacity(slots).max_load_factor(1.0).growth(false).build::<K, V>().unwrap();
+    let t = table.wgpu_mut().expect("a wgpu table");
+    let upload = |t: &gpuhash::backend::wgpu::WgpuTable<K, V>, bytes: &[u8], usage: wgpu::BufferUsages| {
+        let b = t.wgpu_device().create_buffer(&wgpu::BufferDescriptor {
+            label: None,
+            size: (bytes.len() as u64).max(4).next_multiple_of(4),
+            usage: usage | wgpu::BufferUsages::COPY_DST | wgpu::BufferUsages::COPY_SRC,
+            mapped_at_creation: false,
+        });
+        t.wgpu_queue().write_buffer(&b, 0, bytes);
+        b
+    };
+    let storage = wgpu::BufferUsages::STORAGE;
+    let mut oracle: HashMap<K, V> = HashMap::new();
+
+    // Assign with duplicates and both marker keys: any of a key's values may win.
+    let mut keys = distinct_keys::<K>(&mut cx.rng, 1500);
+    keys.extend([K::EMPTY, K::TOMBSTONE, keys[0], keys[1], K::EMPTY]);
+    let vals: Vec<V> = (0..keys.len()).map(|i| V::from_i64(i as i64)).collect();
+    let (kb, vb) = (upload(t, bytemuck::cast_slice(&keys), storage), upload(t, bytemuck::cast_slice(&vals), storage));
+    let r = t.insert_buffers(&kb, &vb, keys.len(), InsertMode::Assign).unwrap();
+    assert_eq!((r.inserted, r.existing, r.failed.len()), (1502, 3, 0), "{cx}: assign report");
+    for (&k, &v) in keys.iter().zip(&vals) {
+        oracle.insert(k, v);
+    }
+    // Later positions of a duplicate: the stored value is one of the batch's.
+    let n = keys.len();
+    let (out, found) = (upload(t, &vec![0u8; n * 8], storage), upload(t, &vec![0u8; n * 4], storage));
+    assert_eq!(t.find_buffers(&kb, &out, &found, n).unwrap(), n as u64, "{cx}: hits");
+    assert_eq!(t.contains_buffers(&kb, &found, n).unwrap(), n as u64, "{cx}: contains");
+    let got = table.find(&keys).unwrap();
+    for (i, (k, g)) in keys.iter().zip(&got).enumerate() {
+        let g = g.unwrap_or_else(|| panic!("{cx}: key {k:?} missing"));
+        let ok = keys.iter().zip(&vals).any(|(k2, v2)| k2 == k && v2.to_bits() == g.to_bits());
+        assert!(ok, "{cx}: position {i}: key {k:?} holds {g:?}, none of its batch values");
+        oracle.insert(*k, g);
+    }
+
+    // Insert-or-apply sum with one hot key repeated and half new keys.
+    let t = table.wgpu_mut().unwrap();
+    let mut keys2: Vec<K> = keys[..500].to_vec();
+    keys2.extend(distinct_keys::<K>(&mut cx.rng, 4000).into_iter().filter(|k| !oracle.contains_key(k)).take(500));
+    keys2.extend(std::iter::repeat_n(keys[7], 3000));
+    let vals2: Vec<V> = (0..keys2.len()).map(|i| V::from_i64((i % 7) as i64)).collect();
+    let (kb2, vb2) = (upload(t, bytemuck::cast_slice(&keys2), storage), upload(t, bytemuck::cast_slice(&vals2), storage));
+    let r = t.insert_buffers(&kb2, &vb2, keys2.len(), InsertMode::Apply(Reduce::Sum)).unwrap();
+    assert_eq!((r.inserted, r.failed.len()), (500, 0), "{cx}: apply report");
+    for (&k, &v) in keys2.iter().zip(&vals2) {
+        let e = oracle.entry(k).or_insert(V::from_i64(0));
+        *e = V::reduce_ref(Reduce::Sum, *e, v);
+    }
+    // New keys start from their first value, not from 0 + value: the same for sums.
+    let probe: Vec<K> = oracle.keys().copied().collect();
+    for (k, g) in probe.iter().zip(table.find(&probe).unwrap()) {
+        assert!(g.is_some_and(|g| g.to_bits() == oracle[k].to_bits()), "{cx}: sum of {k:?}: {g:?} vs {:?}", oracle[k]);
+    }
+
+    // Erase: duplicates count once, marker keys included, absent keys not at all.
+    let t = table.wgpu_mut().unwrap();
+    let mut gone: Vec<K> = keys[..300].to_vec();
+    gone.extend_from_slice(&keys[..50]);
+    gone.push(K::EMPTY);
+    gone.extend(distinct_keys::<K>(&mut cx.rng, 3000).into_iter().filter(|k| !oracle.contains_key(k)).take(20));
+    let gb = upload(t, bytemuck::cast_slice(&gone), storage);
+    let mut expected = 0;
+    for k in &gone {
+        expected += oracle.remove(k).is_some() as u64;
+    }
+    assert_eq!(t.erase_buffers(&gb, gone.len()).unwrap(), expected, "{cx}: erase count");
+    assert_eq!(t.len(), oracle.len() as u64, "{cx}: len after erase");
+
+    // Bad buffers: refused, nothing stored.
+    let before = t.len();
+    let short = t.insert_buffers(&kb, &vb, keys.len() + 1, InsertMode::Assign);
+    assert!(matches!(short, Err(gpuhash::Error::LengthMismatch { .. })), "{cx}: {short:?}");
+    let plain = upload(t, bytemuck::cast_slice(&keys), wgpu::BufferUsages::empty());
+    let r = t.find_buffers(&plain, &out, &found, 4);
+    assert!(matches!(r, Err(gpuhash::Error::Unsupported(_))), "{cx}: {r:?}");
+    assert_eq!(t.len(), before, "{cx}: a refused call stored something");
+
+    // A full table: refused keys are listed at every position, ascending.
+    let room = slots - t.used();
+    let mut fresh: Vec<K> = distinct_keys::<K>(&mut cx.rng, (room + 3000) as usize).into_iter().filter(|k| !oracle.contains_key(k)).collect();
+    fresh.truncate(room as usize + 500);
+    let dup = fresh[fresh.len() - 1];
+    fresh.push(dup);
+    let fv: Vec<V> = vec![V::from_i64(1); fresh.len()];
+    let (fk, fvb) = (upload(t, bytemuck::cast_slice(&fresh), storage), upload(t, bytemuck::cast_slice(&fv), storage));
+    let r = t.insert_buffers(&fk, &fvb, fresh.len(), InsertMode::IfAbsent).unwrap();
+    assert!(!r.failed.is_empty(), "{cx}: nothing refused in an over-full batch");
+    assert!(r.failed.windows(2).all(|w| w[0] < w[1]), "{cx}: refused positions not ascending");
+    let stored = (fresh.len() - r.failed.len()) as u64;
+    assert_eq!(r.inserted + r.existing, stored, "{cx}: report adds up");
+    let refused: std::collections::HashSet<K> = r.failed.iter().map(|&p| fresh[p]).collect();
+    for (p, k) in fresh.iter().enumerate() {
+        assert_eq!(refused.contains(k), r.failed.binary_search(&p).is_ok(), "{cx}: key {k:?} refused at some positions only");
+    }
+    let present = table.contains(&fresh).unwrap();
+    for (k, f) in fresh.iter().zip(present) {
+        assert_eq!(f, !refused.contains(k), "{cx}: key {k:?}: stored {f}, refused {}", refused.contains(k));
+    }
+    cx.count(keys.len() + keys2.len() + gone.len() + fresh.len());
+}

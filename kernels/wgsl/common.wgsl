@@ -266,76 +266,17 @@ fn bury(s: u32, k: vec2<u32>) -> bool {
 
 // ------------------------------------------------------------------ reductions
 
-fn is_nan32(x: u32) -> bool {
-    return (x & 0x7fffffffu) > 0x7f800000u;
-}
-
-// Value::reduce for a 32-bit value (bits `a` stored, `b` new).
-fn combine32(a: u32, b: u32) -> u32 {
-    if (params.kind == GH_KIND_F32) {
-        if (params.op == GH_REDUCE_SUM) {
-            return bitcast<u32>(bitcast<f32>(a) + bitcast<f32>(b));
-        }
-        // f32::min / f32::max: a NaN operand is ignored.
-        if (is_nan32(a)) {
-            return b;
-        }
-        if (is_nan32(b)) {
-            return a;
-        }
-        let fa = bitcast<f32>(a);
-        let fb = bitcast<f32>(b);
-        if (params.op == GH_REDUCE_MIN) {
-            return select(a, b, fb < fa);
-        }
-        return select(a, b, fb > fa);
-    }
-    if (params.op == GH_REDUCE_SUM) {
-        return a + b;
-    }
-    if (params.kind == GH_KIND_I32) {
-        let ia = bitcast<i32>(a);
-        let ib = bitcast<i32>(b);
-        if (params.op == GH_REDUCE_MIN) {
-            return select(a, b, ib < ia);
-        }
-        return select(a, b, ib > ia);
-    }
-    if (params.op == GH_REDUCE_MIN) {
-        return min(a, b);
-    }
-    return max(a, b);
-}
-
-// Reduces `v` into word `w` of the slots atomically.
+// Reduces `v` into word `w` of the slots with one hardware atomic: the
+// reductions the GPU folds are exactly those (u32 sum, min and max; i32
+// sum); the host folds the others, as a compare-exchange loop would make
+// a key repeated n times in a batch cost n^2 attempts.
 fn reduce_word(w: u32, v: u32) {
-    let unsigned = params.kind == GH_KIND_U32;
-    let integer = unsigned || params.kind == GH_KIND_I32;
-    if (integer && params.op == GH_REDUCE_SUM) {
-        atomicAdd(&slots[w], v);
-        return;
-    }
-    if (unsigned && params.op == GH_REDUCE_MIN) {
+    if (params.op == GH_REDUCE_MIN) {
         atomicMin(&slots[w], v);
-        return;
-    }
-    if (unsigned && params.op == GH_REDUCE_MAX) {
+    } else if (params.op == GH_REDUCE_MAX) {
         atomicMax(&slots[w], v);
-        return;
-    }
-    // Signed and float reductions: a compare-exchange loop, which always
-    // ends (each failed exchange means another invocation's succeeded).
-    var old = atomicLoad(&slots[w]);
-    loop {
-        let next = combine32(old, v);
-        if (next == old) {
-            return;
-        }
-        let r = atomicCompareExchangeWeak(&slots[w], old, next);
-        if (r.exchanged) {
-            return;
-        }
-        old = r.old_value;
+    } else {
+        atomicAdd(&slots[w], v);
     }
 }
 

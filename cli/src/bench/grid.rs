@@ -531,13 +531,16 @@ impl<K: GenKey, V: Value> Target<K, V> for TableTarget<K, V> {
 }
 
 /// The gpuhash table on `device`: on a CUDA GPU, the target that keeps keys
-/// in device memory and times with CUDA events; elsewhere, and for paged
+/// in device memory and times with CUDA events; on wgpu, the one that keeps
+/// them in wgpu buffers; elsewhere, and for paged
 /// tables (whose pages and keys live in host memory, so their calls take
 /// host buffers), the host-timed one.
 fn table_target<K: GenKey, V: Value>(device: Device, scheme: &str, region: RegionBuild, paged: bool) -> Box<dyn Target<K, V>> {
     match device {
         #[cfg(feature = "cuda")]
         Device::Cuda(_) if !paged => Box::new(super::cuda::CudaTarget::<K, V>::new(device, scheme, region)),
+        #[cfg(feature = "wgpu")]
+        Device::Wgpu | Device::WgpuAdapter(_) if !paged => Box::new(super::wgpu::WgpuTarget::<K, V>::new(device, scheme)),
         _ => {
             let _ = paged;
             Box::new(TableTarget::<K, V>::new(device, scheme, region))

@@ -9,6 +9,8 @@ mod bus;
 mod clean;
 #[cfg(feature = "cuda")]
 mod cuda;
+#[cfg(feature = "wgpu")]
+mod wgpu;
 mod defaults;
 mod grid;
 mod keys;

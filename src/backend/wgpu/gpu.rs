@@ -614,8 +614,13 @@ impl Work<'_> {
 
     /// Copies the first `bytes` of `src` to `dst` from byte `at` on.
     pub(crate) fn copy_at(&mut self, src: &wgpu::Buffer, dst: &wgpu::Buffer, at: u64, bytes: u64) {
+        self.copy_range(src, 0, dst, at, bytes);
+    }
+
+    /// Copies `bytes` from byte `from` of `src` to byte `at` of `dst`.
+    pub(crate) fn copy_range(&mut self, src: &wgpu::Buffer, from: u64, dst: &wgpu::Buffer, at: u64, bytes: u64) {
         if bytes > 0 {
-            self.encoder.copy_buffer_to_buffer(src, 0, dst, at, bytes);
+            self.encoder.copy_buffer_to_buffer(src, from, dst, at, bytes);
         }
     }
 

@@ -19,17 +19,21 @@
 //! * 8-byte slots (32-bit keys and values) claim a key with one
 //!   compare-exchange on its key word; duplicates of a batch meet there.
 //!   Assign leaves one of the batch's values, if-absent the first placed,
-//!   and apply folds every value in with atomics (compare-exchange loops
-//!   for signed and float reductions).
+//!   and apply folds every value in with atomics.
 //! * 16-byte slots first elect one representative per distinct key of the
 //!   batch (a table of item indices, compared through the caller's key
 //!   array, which no one writes); representatives look their key up and
 //!   place absent ones through a one-bit-per-slot occupancy bitmap, never
 //!   reading key words another invocation may be writing; then every item
-//!   folds its value into its representative's slot. 64-bit wrapping sums
-//!   run on the GPU (a carry between the two words); 64-bit min and max and
-//!   every `f64` reduction (WGSL has no `f64`) are folded on the host and
-//!   stored with one assign, exactly as [`Value::reduce`] does on the CPU.
+//!   folds its value into its representative's slot.
+//!
+//! Insert-or-apply folds on the GPU where one hardware atomic does it: `u32`
+//! sum, min and max, and the wrapping sums of every integer type (64-bit:
+//! a carry between the two words). Float reductions (WGSL has no `f64`, and
+//! no float atomics) and signed or 64-bit min and max are folded on the host
+//! in batch order and stored with one assign, exactly as [`Value::reduce`]
+//! does on the CPU: a compare-exchange loop on the GPU would cost n^2
+//! attempts for a key that fills a batch.
 //!
 //! Keys equal to a slot marker are kept out of band on the host, as on the
 //! CPU and CUDA backends. A full table refuses keys exactly: a key that
@@ -169,6 +173,9 @@ impl Counters {
 }
 
 const COUNTER_BYTES: u64 = 16;
+/// Bytes of a flags list read back per copy at most, so reading it back
+/// never needs a buffer as large as the batch.
+const LIST_PIECE: u64 = 4 << 20;
 
 impl Slots {
     async fn new(gpu: Arc<Gpu>, config: &Config, variant: Variant) -> Result<Slots> {
@@ -397,18 +404,36 @@ impl Slots {
         Ok(Counters::from_words(&w.finish_and_read(&staging, 4).await?))
     }
 
-    /// The first `len` entries of a flags list, sorted (batch order).
+    /// The first `len` entries of a flags list, sorted (batch order), read
+    /// back in pieces through the staging buffer (which an insert allocates
+    /// before it changes the table).
     async fn read_list(&self, list: &wgpu::Buffer, len: u32) -> Result<Vec<u32>> {
-        if len == 0 {
-            return Ok(Vec::new());
+        let mut out = Vec::with_capacity(len as usize);
+        let total = len as u64 * 4;
+        let mut at = 0;
+        while at < total {
+            let staging = self.cached(Role::Staging, (total - at).min(LIST_PIECE)).await?;
+            let bytes = (total - at).min(staging.size());
+            let mut w = self.gpu.work(self.variant).await?;
+            w.copy_range(list, at, &staging, 0, bytes);
+            out.extend(w.finish_and_read(&staging, (bytes / 4) as usize).await?);
+            at += bytes;
         }
-        let bytes = len as u64 * 4;
-        let staging = self.cached(Role::Staging, bytes).await?;
-        let mut w = self.gpu.work(self.variant).await?;
-        w.copy(list, &staging, bytes);
-        let mut out = w.finish_and_read(&staging, len as usize).await?;
         out.sort_unstable_by_key(|e| e & !SPECIAL_BIT);
         Ok(out)
+    }
+
+    /// Allocates the work buffers of GPU-buffer calls of up to `n` keys.
+    async fn reserve(&self, n: usize) -> Result<()> {
+        let c = self.chunk(n) as u64;
+        self.cached(Role::Flags, n as u64 * 4).await?;
+        self.cached(Role::Out, c * 4).await?;
+        self.cached(Role::Counters, COUNTER_BYTES).await?;
+        self.cached(Role::Staging, (n as u64 * 4).min(LIST_PIECE)).await?;
+        if self.variant.slot_bytes != 8 {
+            self.cached(Role::Dedupe, dedupe_entries(c as usize) as u64 * 4).await?;
+        }
+        Ok(())
     }
 
     /// Uploads `words` into the work buffer of `role`.
@@ -473,14 +498,17 @@ pub struct WgpuTable<K: Key, V: Value> {
     _types: PhantomData<K>,
 }
 
-/// How an insert folds its values: on the GPU, or (64-bit min and max, any
-/// `f64` reduction) on the host before one assign.
+/// Whether an insert-or-apply folds its values on the host before one
+/// assign. The GPU folds with one hardware atomic per value: `u32` sum, min
+/// and max, and wrapping sums of every integer type. The others (float
+/// reductions, signed and 64-bit min and max) would need a compare-exchange
+/// loop per value, which costs n^2 attempts when one key fills a batch.
 fn folds_on_host<V: Value>(mode: InsertMode) -> bool {
     match mode {
         InsertMode::Apply(op) => match V::KIND {
-            ValueKind::F64 => true,
-            ValueKind::U64 | ValueKind::I64 => op != Reduce::Sum,
-            _ => false,
+            ValueKind::U32 => false,
+            ValueKind::I32 | ValueKind::U64 | ValueKind::I64 => op != Reduce::Sum,
+            ValueKind::F32 | ValueKind::F64 => true,
         },
         _ => false,
     }
@@ -533,6 +561,13 @@ impl<K: Key, V: Value> WgpuTable<K, V> {
     /// The queue the table submits its work to.
     pub fn wgpu_queue(&self) -> &wgpu::Queue {
         &self.slots.gpu.queue
+    }
+
+    /// Allocates the work buffers that GPU-buffer calls of up to `n` keys
+    /// need (they are kept between calls), so that none of those calls
+    /// allocates: for timing them, or to learn early that memory is short.
+    pub fn reserve_work(&self, n: usize) -> Result<()> {
+        pollster::block_on(self.slots.reserve(n))
     }
 
     /// The find specials parameter: which out-of-band keys are stored, and their values.
@@ -599,9 +634,9 @@ impl<K: Key, V: Value> WgpuTable<K, V> {
         let s = &self.slots;
         let list = s.cached(Role::Flags, n as u64 * 4).await?;
         let counters = s.cached(Role::Counters, COUNTER_BYTES).await?;
-        // Room to read the whole list back, taken before the table changes:
-        // an insert that returns an error has stored nothing.
-        s.cached(Role::Staging, n as u64 * 4).await?;
+        // Room to read the list back, taken before the table changes: an
+        // insert that returns an error has stored nothing.
+        s.cached(Role::Staging, (n as u64 * 4).min(LIST_PIECE)).await?;
         let (code, op) = mode_code(mode);
         let mut w = s.gpu.work(s.variant).await?;
         s.record_insert(&mut w, keys, values, n, code, op, V::KIND, &list, &counters).await?;
