@@ -596,6 +596,7 @@ fn run_typed<K: GenKey, V: Value>(
         ));
         let mut samples: Vec<Vec<Sample>> = vec![Vec::new(); targets.len()];
         let mut probes: Vec<Option<f64>> = vec![None; targets.len()];
+        let mut out_of_memory = vec![false; targets.len()];
         let mut ops = 0;
         // Every repetition gets fresh keys; all targets share them, and run
         // one after the other so slow drifts (clock, heat) hit all alike.
@@ -603,9 +604,21 @@ fn run_typed<K: GenKey, V: Value>(
             let w = Workload::<K, V>::build(case, rep_seed(spec.seed, rep));
             ops = w.ops();
             for &t in &active {
+                if out_of_memory[t] {
+                    continue;
+                }
                 let target = &mut targets[t];
-                target.prepare(case, &w)?;
-                let s = target.run(case, &w)?;
+                // A case larger than a device can hold is a finding, not the
+                // end of the grid: it is reported and the next case runs.
+                let s = match target.prepare(case, &w).and_then(|()| target.run(case, &w)) {
+                    Err(BenchError::Table { target: name, source: source @ gpuhash::Error::OutOfMemory { .. } }) => {
+                        progress.suspend(|| eprintln!("skipped: {name}: {source}"));
+                        target.reset();
+                        out_of_memory[t] = true;
+                        continue;
+                    }
+                    r => r?,
+                };
                 if rep >= spec.warmup {
                     samples[t].push(s);
                     probes[t] = target.probes();
@@ -613,7 +626,7 @@ fn run_typed<K: GenKey, V: Value>(
                 target.reset();
             }
         }
-        for &t in &active {
+        for &t in active.iter().filter(|&&t| !out_of_memory[t]) {
             let tg = &targets[t];
             rec.record(Row::measurement(&tg.device(), &tg.scheme(), case, ops, &samples[t], probes[t]))?;
         }

@@ -113,6 +113,16 @@ impl<K: GenKey, V: Value> Target<K, V> for WgpuTarget<K, V> {
         let bufs = self.bufs.take().expect("prepare() runs before run()");
         let mut table = self.table.take().expect("prepare() runs before run()");
         let n = w.keys.len();
+        // Buffers the preparation dropped (the read-back of its statistics,
+        // the last case's table) are freed at the next poll: let that happen
+        // now, not inside the timed call.
+        {
+            let t = table.wgpu().expect("a wgpu table");
+            t.wgpu_queue().submit([]);
+            t.wgpu_device()
+                .poll(wgpu::PollType::wait_indefinitely())
+                .map_err(|e| self.err(TableError::Device { device: self.device.to_string(), message: e.to_string() }))?;
+        }
         let start = Instant::now();
         let outcome: Result<(u64, u64), TableError> = (|| {
             super::clean::make_room(&mut table, case.op)?;

@@ -615,7 +615,7 @@ impl<K: Key, V: Value> WgpuTable<K, V> {
     fn batch(&self) -> usize {
         let widest = (K::BITS.max(V::KIND.bits()) / 8) as u64;
         let by_size = (self.slots.gpu.limits.max_buffer_size / widest) as usize;
-        by_size.min(MAX_BATCH).max(256)
+        by_size.clamp(256, MAX_BATCH)
     }
 
     /// Runs one insert submission over `n` pairs in GPU buffers. Returns the
