@@ -11,6 +11,8 @@ mod clean;
 mod cuda;
 #[cfg(feature = "wgpu")]
 mod wgpu;
+#[cfg(all(feature = "wgpu", not(target_arch = "wasm32")))]
+mod vkmem;
 mod defaults;
 mod grid;
 mod keys;

@@ -549,6 +549,10 @@ pub(crate) fn write_run_info(path: &Path, info: &RunInfo) -> Result<(), BenchErr
     }
     kv("device", &info.device);
     kv("driver", &driver(&info.device));
+    #[cfg(all(feature = "wgpu", not(target_arch = "wasm32")))]
+    if let Some(heaps) = super::vkmem::report() {
+        kv("vulkan_heaps", &heaps);
+    }
     kv("cpu_model", &cpu_model());
     kv("cpu_cores", &cores.to_string());
     kv("rayon_threads", &rayon::current_num_threads().to_string());

@@ -151,6 +151,10 @@ impl<K: GenKey, V: Value> Target<K, V> for WgpuTarget<K, V> {
             })
         })();
         let ms = start.elapsed().as_secs_f64() * 1e3;
+        #[cfg(not(target_arch = "wasm32"))]
+        if let Some(t) = table.wgpu() {
+            super::vkmem::sample(t.wgpu_device());
+        }
         self.table = Some(table);
         self.bufs = Some(bufs);
         let (rejected, hits) = outcome.map_err(|e| self.err(e))?;
