@@ -21,6 +21,7 @@ fn main() {
     let lock_path = Path::new(&manifest).join("../Cargo.lock");
     println!("cargo:rerun-if-changed={}", lock_path.display());
     println!("cargo:rerun-if-changed=build.rs");
+    built_from(Path::new(&manifest));
     let lock = std::fs::read_to_string(&lock_path).unwrap_or_default();
     let deps: Vec<String> = CRATES.iter().map(|c| format!("{c} {}", locked_version(&lock, c))).collect();
     println!("cargo:rustc-env=GPUHASH_BENCH_DEPS={}", deps.join(", "));
@@ -44,4 +45,30 @@ fn locked_version(lock: &str, name: &str) -> String {
     pinned
         .or_else(|| blocks.iter().find(|b| field(b, "name").as_deref() == Some(name)).and_then(|b| field(b, "version")))
         .unwrap_or_else(|| "unknown".into())
+}
+
+/// The commit the binary is built from, with a mark when the sources had
+/// changes not committed: run_info reports it next to the commit of the
+/// checkout a run starts in, which may be another (a binary copied to a
+/// GPU machine). Reruns when the sources or the checked-out commit change.
+fn built_from(manifest: &Path) {
+    let git = |args: &[&str]| -> Option<String> {
+        let o = Command::new("git").args(args).current_dir(manifest).output().ok()?;
+        o.status.success().then(|| String::from_utf8_lossy(&o.stdout).trim().to_string())
+    };
+    let commit = match git(&["rev-parse", "HEAD"]) {
+        Some(head) => {
+            let dirty = git(&["status", "--porcelain", "--untracked-files=no"]).is_some_and(|s| !s.is_empty());
+            if dirty { format!("{head} (uncommitted changes)") } else { head }
+        }
+        None => "unknown (not built in a git checkout)".into(),
+    };
+    println!("cargo:rustc-env=GPUHASH_BENCH_BUILT_FROM={commit}");
+    for dir in ["src", "../src", "../kernels"] {
+        println!("cargo:rerun-if-changed={}", manifest.join(dir).display());
+    }
+    if let Some(git_dir) = git(&["rev-parse", "--absolute-git-dir"]) {
+        println!("cargo:rerun-if-changed={git_dir}/HEAD");
+        println!("cargo:rerun-if-changed={git_dir}/index");
+    }
 }

@@ -493,6 +493,8 @@ fn mem_total() -> String {
         .unwrap_or_else(|| "unknown".into())
 }
 
+/// The commit of the checkout the run starts in (its working directory),
+/// which need not be the binary's own (`built_from`).
 fn git_commit() -> String {
     match first_line_of("git", &["rev-parse", "HEAD"]) {
         Some(head) => {
@@ -563,6 +565,7 @@ pub(crate) fn write_run_info(path: &Path, info: &RunInfo) -> Result<(), BenchErr
     kv("crates", &format!("gpuhash {} (cli {}); {}", env!("CARGO_PKG_VERSION"), env!("CARGO_PKG_VERSION"), env!("GPUHASH_BENCH_DEPS")));
     kv("profile", if cfg!(debug_assertions) { "debug (figures are not meaningful)" } else { "release" });
     kv("git_commit", &git_commit());
+    kv("built_from", env!("GPUHASH_BENCH_BUILT_FROM"));
     for (k, v) in &info.settings {
         kv(k, v);
     }
