@@ -4,6 +4,9 @@
 use std::path::Path;
 use std::process::Command;
 
+#[path = "src/bench/commit.rs"]
+mod commit;
+
 /// Peer and runtime crates whose versions affect the figures.
 const CRATES: &[&str] = &["hashbrown", "dashmap", "rayon"];
 
@@ -56,13 +59,7 @@ fn built_from(manifest: &Path) {
         let o = Command::new("git").args(args).current_dir(manifest).output().ok()?;
         o.status.success().then(|| String::from_utf8_lossy(&o.stdout).trim().to_string())
     };
-    let commit = match git(&["rev-parse", "HEAD"]) {
-        Some(head) => {
-            let dirty = git(&["status", "--porcelain", "--untracked-files=no"]).is_some_and(|s| !s.is_empty());
-            if dirty { format!("{head} (uncommitted changes)") } else { head }
-        }
-        None => "unknown (not built in a git checkout)".into(),
-    };
+    let commit = commit::describe(&git).unwrap_or_else(|| "unknown (not built in a git checkout)".into());
     println!("cargo:rustc-env=GPUHASH_BENCH_BUILT_FROM={commit}");
     for dir in ["src", "../src", "../kernels"] {
         println!("cargo:rerun-if-changed={}", manifest.join(dir).display());

@@ -7,6 +7,7 @@
 
 mod bus;
 mod clean;
+mod commit;
 #[cfg(feature = "cuda")]
 mod cuda;
 #[cfg(feature = "wgpu")]

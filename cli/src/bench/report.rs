@@ -496,17 +496,11 @@ fn mem_total() -> String {
 /// The commit of the checkout the run starts in (its working directory),
 /// which need not be the binary's own (`built_from`).
 fn git_commit() -> String {
-    match first_line_of("git", &["rev-parse", "HEAD"]) {
-        Some(head) => {
-            let dirty = std::process::Command::new("git")
-                .args(["status", "--porcelain", "--untracked-files=no"])
-                .output()
-                .map(|o| !o.stdout.is_empty())
-                .unwrap_or(false);
-            if dirty { format!("{head} (uncommitted changes)") } else { head }
-        }
-        None => "unknown (not a git checkout)".into(),
-    }
+    let git = |args: &[&str]| {
+        let out = std::process::Command::new("git").args(args).output().ok()?;
+        out.status.success().then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+    };
+    super::commit::describe(git).unwrap_or_else(|| "unknown (not a git checkout)".into())
 }
 
 fn driver(device: &str) -> String {

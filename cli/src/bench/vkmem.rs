@@ -4,13 +4,16 @@
 //! buffer placed in host memory shows up as host-heap usage of its size,
 //! with kernels running at bus rather than memory speed.
 
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock};
 
 use ash::vk;
 use gpuhash::backend::wgpu::wgpu;
 
 /// Per heap: (size, flags, peak usage seen) of the last adapter sampled.
 static PEAKS: Mutex<Vec<(u64, vk::MemoryHeapFlags, u64)>> = Mutex::new(Vec::new());
+
+/// Whether the adapter reports heap usage (VK_EXT_memory_budget).
+static HAS_BUDGET: OnceLock<bool> = OnceLock::new();
 
 /// Samples the heaps' usage now (nothing off Vulkan or without the budget
 /// extension) and keeps the peaks.
@@ -20,9 +23,13 @@ pub(crate) fn sample(device: &wgpu::Device) {
     let Some(hal) = (unsafe { device.as_hal::<wgpu::hal::api::Vulkan>() }) else { return };
     let instance = hal.shared_instance().raw_instance();
     let physical = hal.raw_physical_device();
-    // Without the extension the driver leaves the usage at zero: say nothing.
-    let extensions = unsafe { instance.enumerate_device_extension_properties(physical) }.unwrap_or_default();
-    if !extensions.iter().any(|e| e.extension_name_as_c_str() == Ok(ash::ext::memory_budget::NAME)) {
+    // Without the extension the driver leaves the usage at zero: say
+    // nothing. Asked once (the bench opens one adapter per run).
+    let has_budget = *HAS_BUDGET.get_or_init(|| {
+        let extensions = unsafe { instance.enumerate_device_extension_properties(physical) }.unwrap_or_default();
+        extensions.iter().any(|e| e.extension_name_as_c_str() == Ok(ash::ext::memory_budget::NAME))
+    });
+    if !has_budget {
         return;
     }
     let mut budget = vk::PhysicalDeviceMemoryBudgetPropertiesEXT::default();

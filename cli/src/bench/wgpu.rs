@@ -74,6 +74,9 @@ impl<K: GenKey, V: Value> Target<K, V> for WgpuTarget<K, V> {
         let (table, stored) =
             prefilled_table(self.device, &self.scheme, RegionBuild::Never, case, w).map_err(|e| self.err(e))?;
         self.stored = stored;
+        if !matches!(case.op, Op::Insert | Op::InsertIfAbsent | Op::ApplySum) {
+            self.probes = Some(table.stats().map_err(|e| self.err(e))?.mean_probe_buckets);
+        }
         let t = table.wgpu().expect("a wgpu table");
         let n = w.keys.len().max(w.find_keys.len()).max(1);
         let mut rounds = Vec::new();
@@ -95,15 +98,14 @@ impl<K: GenKey, V: Value> Target<K, V> for WgpuTarget<K, V> {
             found: upload(t, &vec![0u32; n]),
             rounds,
         };
-        // The uploads land before the timed call: written buffers go with
-        // the next submission, so submit nothing now and wait for it.
+        // The uploads land before the timed call (written buffers go with
+        // the next submission), and what the preparation dropped (the last
+        // case's table, the statistics' read-back) is freed at this poll,
+        // not inside the timed call: submit nothing now and wait for it.
         t.wgpu_queue().submit([]);
         t.wgpu_device()
             .poll(wgpu::PollType::wait_indefinitely())
             .map_err(|e| self.err(TableError::Device { device: self.device.to_string(), message: e.to_string() }))?;
-        if !matches!(case.op, Op::Insert | Op::InsertIfAbsent | Op::ApplySum) {
-            self.probes = Some(table.stats().map_err(|e| self.err(e))?.mean_probe_buckets);
-        }
         self.table = Some(table);
         self.bufs = Some(bufs);
         Ok(())
@@ -113,16 +115,6 @@ impl<K: GenKey, V: Value> Target<K, V> for WgpuTarget<K, V> {
         let bufs = self.bufs.take().expect("prepare() runs before run()");
         let mut table = self.table.take().expect("prepare() runs before run()");
         let n = w.keys.len();
-        // Buffers the preparation dropped (the read-back of its statistics,
-        // the last case's table) are freed at the next poll: let that happen
-        // now, not inside the timed call.
-        {
-            let t = table.wgpu().expect("a wgpu table");
-            t.wgpu_queue().submit([]);
-            t.wgpu_device()
-                .poll(wgpu::PollType::wait_indefinitely())
-                .map_err(|e| self.err(TableError::Device { device: self.device.to_string(), message: e.to_string() }))?;
-        }
         let start = Instant::now();
         let outcome: Result<(u64, u64), TableError> = (|| {
             super::clean::make_room(&mut table, case.op)?;
