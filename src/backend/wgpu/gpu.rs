@@ -21,6 +21,7 @@ use wgpu::util::DeviceExt;
 use crate::core::constants::wgsl_header;
 use crate::core::keys::{Key, Reduce, Value, ValueKind};
 use crate::core::layout::Word;
+use crate::core::scheme::Scheme;
 use crate::{Device, Error, Result};
 
 /// Invocations per workgroup of every entry point (`@workgroup_size(256)`).
@@ -39,10 +40,26 @@ pub(crate) const NONE: u32 = u32::MAX;
 /// In a flags list entry: the position holds an out-of-band key, not a refused one.
 pub(crate) const SPECIAL_BIT: u32 = 1 << 31;
 
-/// What a pipeline is compiled for: the slot width and the widths (in
-/// 32-bit words) of the caller's key and value arrays.
+/// The schemes this backend implements: each is one WGSL module (its probe
+/// sequence and claims, and any entry points of its own) between the shared
+/// code and the bulk entry points.
+pub const SCHEMES: [Scheme; 1] = [Scheme::Linear];
+
+/// The scheme's own WGSL (`kernels/wgsl/<scheme>.wgsl`), or `None` for a
+/// scheme this backend does not implement.
+pub fn scheme_source(scheme: Scheme) -> Option<&'static str> {
+    match scheme {
+        Scheme::Linear => Some(LINEAR_SOURCE),
+        _ => None,
+    }
+}
+
+/// What a pipeline is compiled for: the scheme, the slot width and the
+/// widths (in 32-bit words) of the caller's key and value arrays.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Variant {
+    /// One of [`SCHEMES`].
+    pub scheme: Scheme,
     /// Bytes per slot: 8 (32-bit key and value) or 16.
     pub slot_bytes: usize,
     /// Words per key in the caller's arrays: 1 (`u32`) or 2 (`u64`).
@@ -51,18 +68,21 @@ pub struct Variant {
     pub value_words: u32,
 }
 
+/// Every (slot bytes, key words, value words) a table can have.
+const WIDTHS: [(usize, u32, u32); 4] = [(8, 1, 1), (16, 1, 2), (16, 2, 1), (16, 2, 2)];
+
 impl Variant {
     /// Every combination a table can have.
-    pub const ALL: [Variant; 4] = [
-        Variant { slot_bytes: 8, key_words: 1, value_words: 1 },
-        Variant { slot_bytes: 16, key_words: 1, value_words: 2 },
-        Variant { slot_bytes: 16, key_words: 2, value_words: 1 },
-        Variant { slot_bytes: 16, key_words: 2, value_words: 2 },
-    ];
+    pub fn all() -> impl Iterator<Item = Variant> {
+        SCHEMES.into_iter().flat_map(|scheme| {
+            WIDTHS.into_iter().map(move |(slot_bytes, key_words, value_words)| Variant { scheme, slot_bytes, key_words, value_words })
+        })
+    }
 
-    /// The variant of a table with keys `K` and values `V`.
-    pub fn of<K: Key, V: Value>() -> Variant {
+    /// The variant of a `scheme` table with keys `K` and values `V`.
+    pub fn of<K: Key, V: Value>(scheme: Scheme) -> Variant {
         Variant {
+            scheme,
             slot_bytes: <K::Word<V> as Word>::BYTES,
             key_words: K::BITS / 32,
             value_words: V::KIND.bits() / 32,
@@ -70,9 +90,12 @@ impl Variant {
     }
 
     fn index(self) -> usize {
-        Variant::ALL.iter().position(|v| *v == self).expect("every table's variant is listed")
+        Variant::all().position(|v| v == self).expect("every table's variant is listed")
     }
 }
+
+/// Compiled variants at most.
+const VARIANTS: usize = SCHEMES.len() * WIDTHS.len();
 
 /// The complete WGSL module of a variant: the constants emitted from the
 /// Rust core and this backend, then the shared code, the scheme and the
@@ -113,7 +136,8 @@ pub fn shader_source(v: Variant) -> String {
     ] {
         def(&format!("GH_KIND_{name}"), kind.code() as u64);
     }
-    format!("{header}{c}\n{COMMON_SOURCE}\n{LINEAR_SOURCE}\n{BULK_SOURCE}")
+    let scheme = scheme_source(v.scheme).expect("a variant's scheme is one of SCHEMES");
+    format!("{header}{c}\n{COMMON_SOURCE}\n{scheme}\n{BULK_SOURCE}")
 }
 
 /// `Params::mode` of an insert.
@@ -138,7 +162,8 @@ pub(crate) enum Kernel {
 }
 
 impl Kernel {
-    const ALL: [Kernel; 11] = [
+    /// The entry points of bulk.wgsl, in every module.
+    const BULK: [Kernel; 11] = [
         Kernel::FillEmpty,
         Kernel::Find,
         Kernel::InsertDirect,
@@ -151,6 +176,14 @@ impl Kernel {
         Kernel::EraseLocate,
         Kernel::EraseBury,
     ];
+    /// The entry points of a scheme's module: the bulk ones, then the
+    /// scheme's own; pipelines are compiled and found in this order.
+    fn of(scheme: Scheme) -> &'static [Kernel] {
+        match scheme {
+            _ => &Kernel::BULK,
+        }
+    }
+
     fn entry(self) -> &'static str {
         match self {
             Kernel::FillEmpty => "fill_empty",
@@ -177,7 +210,7 @@ pub(crate) struct Gpu {
     layout: wgpu::BindGroupLayout,
     pipeline_layout: wgpu::PipelineLayout,
     /// Pipelines per [`Variant`], compiled on first use.
-    pipelines: [OnceLock<std::result::Result<Vec<wgpu::ComputePipeline>, String>>; 4],
+    pipelines: [OnceLock<std::result::Result<Vec<wgpu::ComputePipeline>, String>>; VARIANTS],
     /// Bound where an entry point reads nothing (every binding must be bound).
     placeholder: wgpu::Buffer,
     /// Bound where an entry point writes nothing: one per writable binding,
@@ -498,7 +531,7 @@ impl Gpu {
                     label: Some("gpuhash"),
                     source: wgpu::ShaderSource::Wgsl(Cow::Owned(source)),
                 });
-                Kernel::ALL
+                Kernel::of(variant.scheme)
                     .iter()
                     .map(|k| {
                         self.device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
@@ -534,7 +567,8 @@ impl Work<'_> {
             return Ok(());
         }
         let gpu = self.gpu;
-        let pipeline = &gpu.pipelines(self.variant).await?[kernel as usize];
+        let at = Kernel::of(self.variant.scheme).iter().position(|k| *k == kernel).expect("the scheme's module has the entry point");
+        let pipeline = &gpu.pipelines(self.variant).await?[at];
         let max_groups = gpu.limits.max_compute_workgroups_per_dimension.max(1);
         let groups = p.n.div_ceil(WORKGROUP).min(max_groups);
         let [sv0, sv1] = p.special_values;
@@ -725,11 +759,15 @@ mod tests {
     /// constants themselves.
     #[test]
     fn shaders_validate_without_optional_capabilities() {
-        for (name, text) in [("common.wgsl", COMMON_SOURCE), ("linear.wgsl", LINEAR_SOURCE), ("bulk.wgsl", BULK_SOURCE)] {
+        let schemes = SCHEMES.map(|s| (s, scheme_source(s).expect("every listed scheme has a module")));
+        let own_files = [("common.wgsl".to_string(), COMMON_SOURCE), ("bulk.wgsl".to_string(), BULK_SOURCE)]
+            .into_iter()
+            .chain(schemes.iter().map(|(s, t)| (format!("{}.wgsl", s.name()), *t)));
+        for (name, text) in own_files {
             let own = text.lines().find(|l| l.trim_start().starts_with("const GH_"));
             assert!(own.is_none(), "kernels/wgsl/{name} defines {own:?}: emit it from the Rust core instead");
         }
-        for v in Variant::ALL {
+        for v in Variant::all() {
             let source = shader_source(v);
             let module = naga::front::wgsl::parse_str(&source).unwrap_or_else(|e| panic!("{v:?}: {}", e.emit_to_string(&source)));
             naga::valid::Validator::new(naga::valid::ValidationFlags::all(), naga::valid::Capabilities::empty())

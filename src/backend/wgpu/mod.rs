@@ -57,7 +57,7 @@ use crate::core::probe::ProbeParams;
 use crate::core::scheme::Scheme;
 use crate::{Device, Error, Result};
 
-pub use self::gpu::{adapter_info, adapters, shader_source, Variant, BULK_SOURCE, COMMON_SOURCE, LINEAR_SOURCE};
+pub use self::gpu::{adapter_info, adapters, scheme_source, shader_source, Variant, BULK_SOURCE, COMMON_SOURCE, LINEAR_SOURCE, SCHEMES};
 /// The wgpu crate this backend is built on, for callers who create the
 /// buffers of [`WgpuTable::find_buffers`] and the like.
 pub use wgpu;
@@ -76,12 +76,11 @@ pub(crate) fn available(index: Option<usize>) -> Result<()> {
 
 /// `Ok` if the wgpu backend implements `scheme`.
 pub(crate) fn check_scheme(scheme: Scheme) -> Result<()> {
-    match scheme {
-        Scheme::Linear => Ok(()),
-        other => Err(Error::Unsupported(format!(
-            "the wgpu backend implements Scheme::Linear only; {other} is not supported on wgpu yet"
-        ))),
+    if gpu::SCHEMES.contains(&scheme) {
+        return Ok(());
     }
+    let have: Vec<String> = gpu::SCHEMES.iter().map(|s| format!("Scheme::{s:?}")).collect();
+    Err(Error::Unsupported(format!("the wgpu backend implements {}; {scheme} is not supported on wgpu yet", have.join(", "))))
 }
 
 /// Hashes `u64` keys with the table's own mixer (for folding duplicates).
@@ -543,7 +542,7 @@ impl<K: Key, V: Value> WgpuTable<K, V> {
         };
         let gpu = gpu::gpu_async(index).await?;
         check_scheme(config.scheme)?;
-        let slots = Slots::new(gpu, &config, Variant::of::<K, V>()).await?;
+        let slots = Slots::new(gpu, &config, Variant::of::<K, V>(config.scheme)).await?;
         Ok(WgpuTable { slots, specials: [None, None], config, device, _types: PhantomData })
     }
 
