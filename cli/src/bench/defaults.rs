@@ -62,6 +62,12 @@ pub(crate) const SEED: u64 = 0x6270_6861_7368_2031;
 pub(crate) const OUT_DIR: &str = "bench-out";
 /// Untimed repetitions before the timed ones.
 pub(crate) const WARMUP_REPS: usize = 1;
+/// Milliseconds of GPU work right before each timed wgpu call (`--warm-ms`).
+/// Vulkan drivers lower the clocks after an idle second or so (an NVIDIA
+/// H200 drops from 1980 to 345 MHz while the bench prepares the next case
+/// on the host) and raise them again only under sustained work, so a short
+/// call timed after the preparation would measure the idle clock.
+pub(crate) const WGPU_WARM_MS: u64 = 500;
 /// Occurrences of each distinct key in the `apply_sum` batch.
 pub(crate) const MULTIPLICITY: u64 = 16;
 /// Split of the `mixed` workload, percent of operations.
@@ -134,7 +140,7 @@ pub(crate) fn help_text() -> String {
     };
     format!(
         "Presets (flags replace single axes):\n{}\n{}\nOther defaults: --seed {SEED:#x}, --out {OUT_DIR}, \
-         --multiplicity {MULTIPLICITY}, --mix {}:{}:{}, --scheme {SCHEME}, {WARMUP_REPS} warm-up repetition; \
+         --multiplicity {MULTIPLICITY}, --mix {}:{}:{}, --scheme {SCHEME}, {WARMUP_REPS} warm-up repetition, --warm-ms {WGPU_WARM_MS}; \
          no --oversub (unpaged tables), --resident {RESIDENT} with it",
         show(&QUICK),
         show(&FULL),

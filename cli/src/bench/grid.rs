@@ -224,6 +224,8 @@ pub(crate) struct GridSpec {
     pub batches: Vec<Batch>,
     pub reps: usize,
     pub warmup: usize,
+    /// wgpu: milliseconds of GPU work before each timed call.
+    pub warm_ms: u64,
     pub seed: u64,
     pub multiplicity: u64,
     pub mix: Mix,
@@ -535,12 +537,15 @@ impl<K: GenKey, V: Value> Target<K, V> for TableTarget<K, V> {
 /// them in wgpu buffers; elsewhere, and for paged
 /// tables (whose pages and keys live in host memory, so their calls take
 /// host buffers), the host-timed one.
-fn table_target<K: GenKey, V: Value>(device: Device, scheme: &str, region: RegionBuild, paged: bool) -> Box<dyn Target<K, V>> {
+fn table_target<K: GenKey, V: Value>(spec: &GridSpec, scheme: &str, paged: bool) -> Box<dyn Target<K, V>> {
+    let (device, region) = (spec.device, spec.region_build);
     match device {
         #[cfg(feature = "cuda")]
         Device::Cuda(_) if !paged => Box::new(super::cuda::CudaTarget::<K, V>::new(device, scheme, region)),
         #[cfg(feature = "wgpu")]
-        Device::Wgpu | Device::WgpuAdapter(_) if !paged => Box::new(super::wgpu::WgpuTarget::<K, V>::new(device, scheme)),
+        Device::Wgpu | Device::WgpuAdapter(_) if !paged => {
+            Box::new(super::wgpu::WgpuTarget::<K, V>::new(device, scheme, std::time::Duration::from_millis(spec.warm_ms)))
+        }
         _ => {
             let _ = paged;
             Box::new(TableTarget::<K, V>::new(device, scheme, region))
@@ -576,7 +581,7 @@ fn run_typed<K: GenKey, V: Value>(
 ) -> Result<(), BenchError> {
     let paged = !spec.oversub.is_empty();
     let mut targets: Vec<Box<dyn Target<K, V>>> =
-        spec.schemes.iter().map(|s| table_target(spec.device, s, spec.region_build, paged)).collect();
+        spec.schemes.iter().map(|s| table_target(spec, s, paged)).collect();
     if spec.peers {
         targets.extend(peers::all::<K, V>());
     }

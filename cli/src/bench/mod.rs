@@ -248,6 +248,11 @@ pub(crate) struct BenchArgs {
     /// Split of the mixed op, insert:erase:find percent
     #[arg(long, value_parser = Mix::parse, value_name = "I:E:F")]
     mix: Option<Mix>,
+    /// wgpu: milliseconds of GPU work (lookups of the case's keys) right
+    /// before each timed call, so the driver's clocks are up again after the
+    /// host-side preparation (0: none)
+    #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(0..=60_000))]
+    warm_ms: Option<u64>,
     /// Skip the CPU peers (std HashMap, hashbrown, dashmap)
     #[arg(long)]
     no_peers: bool,
@@ -344,6 +349,7 @@ fn resolve(args: &BenchArgs, device: Device) -> Result<Settings, BenchError> {
         batches: args.batches.as_ref().map_or(p.batches.to_vec(), |l| l.0.clone()),
         reps: args.reps.map_or(p.reps, |r| r as usize),
         warmup: defaults::WARMUP_REPS,
+        warm_ms: args.warm_ms.unwrap_or(defaults::WGPU_WARM_MS),
         seed: args.seed.unwrap_or(defaults::SEED),
         multiplicity: args.multiplicity.unwrap_or(defaults::MULTIPLICITY),
         mix: args.mix.unwrap_or(defaults::MIX),
@@ -419,6 +425,7 @@ fn settings_lines(s: &Settings) -> Vec<(String, String)> {
         }),
         ("resident".into(), g.resident.to_string()),
         ("reps".into(), format!("{} (+{} warm-up)", g.reps, g.warmup)),
+        ("warm_ms".into(), format!("{} (wgpu: GPU work before each timed call)", g.warm_ms)),
         ("seed".into(), format!("{:#x}", g.seed)),
         ("multiplicity".into(), g.multiplicity.to_string()),
         ("mix".into(), format!("{}:{}:{}", g.mix.insert, g.mix.erase, g.mix.find)),
