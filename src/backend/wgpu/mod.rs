@@ -142,7 +142,9 @@ impl Role {
     fn usage(self) -> wgpu::BufferUsages {
         use wgpu::BufferUsages as U;
         match self {
-            Role::Keys | Role::Values | Role::Dedupe => U::STORAGE | U::COPY_DST,
+            // Keys and values are read back where a piece of a GPU-buffer batch lists out-of-band keys.
+            Role::Keys | Role::Values => U::STORAGE | U::COPY_DST | U::COPY_SRC,
+            Role::Dedupe => U::STORAGE | U::COPY_DST,
             Role::Out | Role::Flags => U::STORAGE | U::COPY_SRC,
             Role::Counters => U::STORAGE | U::COPY_SRC | U::COPY_DST,
             Role::Staging => U::MAP_READ | U::COPY_DST,
@@ -250,8 +252,9 @@ impl Slots {
         }
         // Dropped first, so the old and new buffers never both take room.
         lock().0[role as usize] = None;
-        // Room to grow by half again, within what one buffer may hold.
-        let room = self.gpu.limits.max_buffer_size;
+        // Room to grow by half again, within what one buffer may hold (a
+        // work buffer is bound whole, so within what one binding holds).
+        let room = if role == Role::Staging { self.gpu.limits.max_buffer_size } else { self.gpu.max_binding() };
         let size = (bytes + bytes / 2).next_multiple_of(256).min(room).max(bytes);
         let b = if role == Role::Staging {
             self.gpu.staging(size).await?
@@ -629,10 +632,11 @@ impl<K: Key, V: Value> WgpuTable<K, V> {
         Ok(total)
     }
 
-    /// Items per submission of a host-slice call.
+    /// Items per insert submission: its uploads and its list of positions
+    /// to report (a `u32` per item) are each bound whole.
     fn batch(&self) -> usize {
-        let widest = (K::BITS.max(V::KIND.bits()) / 8) as u64;
-        let by_size = (self.slots.gpu.limits.max_buffer_size / widest) as usize;
+        let widest = (K::BITS.max(V::KIND.bits()) / 8).max(4) as u64;
+        let by_size = (self.slots.gpu.max_binding() / widest) as usize;
         by_size.clamp(256, MAX_BATCH)
     }
 
@@ -898,7 +902,10 @@ impl<K: Key, V: Value> WgpuTable<K, V> {
     /// of `K` and `V`) with one submission, as [`Backend::insert`] does; it
     /// never grows the table. Keys equal to a slot marker and insert-or-apply
     /// reductions folded on the host (64-bit min and max, `f64`) read the
-    /// buffers back; everything else stays on the GPU.
+    /// buffers back; everything else stays on the GPU. A batch larger than
+    /// one submission takes (a `u32` per item must fit one storage binding:
+    /// 2^29 items under a 2 GiB binding limit) goes in pieces, each copied
+    /// on the GPU first, for which the buffers need `BufferUsages::COPY_SRC`.
     pub fn insert_buffers(&mut self, keys: &wgpu::Buffer, values: &wgpu::Buffer, n: usize, mode: InsertMode) -> Result<RawInsert> {
         pollster::block_on(self.insert_buffers_async(keys, values, n, mode))
     }
@@ -920,15 +927,45 @@ impl<K: Key, V: Value> WgpuTable<K, V> {
             let (k, v) = (self.read_items::<K>(keys, n).await?, self.read_items::<V>(values, n).await?);
             return self.insert_async(&k, &v, mode).await;
         }
-        let (out, listed) = self.insert_on_gpu(keys, values, n, mode).await?;
-        let mut specials = Vec::new();
-        if !listed.is_empty() {
-            let (k, v) = (self.read_items::<K>(keys, n).await?, self.read_items::<V>(values, n).await?);
-            specials = listed.iter().map(|&p| (special_index(k[p]).expect("listed as out of band"), v[p])).collect();
-        }
+        // Batches larger than one submission takes go piece by piece, each
+        // copied on the GPU into the table's upload buffers first.
+        let piece = self.batch();
         let mut total = RawInsert::default();
-        self.finish_insert(out, specials, mode, 0, &mut total);
+        for first in (0..n).step_by(piece) {
+            let len = piece.min(n - first);
+            let part = if len == n { None } else { Some(self.copy_piece(keys, values, first, len).await?) };
+            let (k, v) = part.as_ref().map_or((keys, values), |(k, v)| (k, v));
+            let (out, listed) = self.insert_on_gpu(k, v, len, mode).await?;
+            let mut specials = Vec::new();
+            if !listed.is_empty() {
+                let (k, v) = (self.read_items::<K>(k, len).await?, self.read_items::<V>(v, len).await?);
+                specials = listed.iter().map(|&p| (special_index(k[p]).expect("listed as out of band"), v[p])).collect();
+            }
+            self.finish_insert(out, specials, mode, first, &mut total);
+        }
         Ok(total)
+    }
+
+    /// Items `first..first + len` of `keys` and `values` copied on the GPU
+    /// into the table's upload buffers (the callers' buffers need
+    /// `BufferUsages::COPY_SRC` for this).
+    async fn copy_piece(&self, keys: &wgpu::Buffer, values: &wgpu::Buffer, first: usize, len: usize) -> Result<(wgpu::Buffer, wgpu::Buffer)> {
+        let (kw, vw) = (K::BITS as u64 / 8, V::KIND.bits() as u64 / 8);
+        let s = &self.slots;
+        let (kb, vb) = (s.cached(Role::Keys, len as u64 * kw).await?, s.cached(Role::Values, len as u64 * vw).await?);
+        for (what, b) in [("keys", keys), ("values", values)] {
+            if !b.usage().contains(wgpu::BufferUsages::COPY_SRC) {
+                return Err(Error::Unsupported(format!(
+                    "insert: a batch of more than {} items is done in pieces copied on the GPU; the {what} buffer needs BufferUsages::COPY_SRC",
+                    self.batch()
+                )));
+            }
+        }
+        let mut w = s.gpu.work(s.variant).await?;
+        w.copy_range(keys, first as u64 * kw, &kb, 0, len as u64 * kw);
+        w.copy_range(values, first as u64 * vw, &vb, 0, len as u64 * vw);
+        w.finish().await?;
+        Ok((kb, vb))
     }
 
     /// Erases the first `n` keys of `keys` (a storage buffer of `K`) with
