@@ -129,6 +129,21 @@ fn slab_chains_body<K: Key, V: TestValue>() {
     assert_eq!(sorted(&gpu), sorted(&cpu), "{cx}: contents differ from the CPU's");
     assert_eq!(gpu.stats().unwrap().len, cpu.stats().unwrap().len, "{cx}: stats");
 
+    // The same pairs in slot order (a chain's keys side by side) into a
+    // fresh table: invocations race at the same chain ends all along.
+    let (ek, ev) = gpu.export().unwrap();
+    let mut fresh = build(Device::Wgpu).unwrap();
+    let t = fresh.wgpu_mut().unwrap();
+    let r = gpuhash::backend::Backend::insert(t, &ek, &ev, gpuhash::backend::InsertMode::Assign).unwrap();
+    let pool = t.slab_pool().unwrap();
+    assert_eq!(pool.handed_out, pool.linked, "{cx}: chain order: slabs handed out but not linked: {pool:?}");
+    assert_eq!(r.inserted as usize + r.failed.len(), ek.len(), "{cx}: chain order: report");
+    let got = fresh.find(&ek).unwrap();
+    for (p, ((k, v), g)) in ek.iter().zip(&ev).zip(got).enumerate() {
+        let want = r.failed.binary_search(&p).is_err().then_some(v.to_bits());
+        assert_eq!(g.map(|g| g.to_bits()), want, "{cx}: chain order: key {k:?}");
+    }
+
     // Past the pool: a batch of twice the room left, each key twice.
     let stored: std::collections::HashSet<K> = keys.iter().copied().collect();
     let more: Vec<K> = distinct_keys::<K>(&mut cx.rng, 20_000).into_iter().filter(|k| !stored.contains(k)).take(8_000).collect();

@@ -12,8 +12,9 @@
 // least one head). A pool slab is handed out by one atomicAdd on the first
 // counter and linked by one compare-exchange of the chain's last `next`
 // word from 0. An invocation that loses that race keeps its slab, walks
-// into the winner's and links its own further down the same chain before
-// it returns, so no slab is lost. Slabs are only appended and slots only
+// into the winner's and, before it returns, links its own further down the
+// same chain (as the CPU does) or hands it back to the pool if it is still
+// the last one handed out, so no slab is lost. Slabs are only appended and slots only
 // leave EMPTY, so every invocation walks a key's slots in the same order
 // and a lookup stops at the first EMPTY slot.
 //
@@ -110,8 +111,19 @@ fn grow_chain(slab: u32, spare: ptr<function, u32>) -> u32 {
     return r.old_value;
 }
 
-// Links `spare` at the end of the chain through slab `last`.
+// Disposes of `spare`, a slab this invocation took and no longer needs:
+// handed back if it is the last one handed out (so no chain ends with it
+// empty), else linked at the end of the chain through slab `last`. Never
+// handed back once the pool is used up, so that after a claim found it
+// used up no chain grows again in the same submission.
 fn link_at_end(last: u32, spare: u32) {
+    let n = spare - slab_heads();
+    if (n + 1u < params.buckets - slab_heads()) {
+        let back = atomicCompareExchangeWeak(&occupied[allocated_word()], n + 1u, n);
+        if (back.exchanged) {
+            return;
+        }
+    }
     var at = last;
     for (var step = 0u; step < walk_limit(); step += 1u) {
         let r = atomicCompareExchangeWeak(&occupied[next_word(at)], 0u, spare);

@@ -9,6 +9,13 @@
 //! clearing the table (which zeroes the occupancy bits) resets the chains
 //! and the pool with the same clear.
 //!
+//! A slab taken by an invocation that lost the race to link it is linked
+//! further down the same chain, as on the CPU, or handed back to the pool
+//! when it is still the last one handed out (never once the pool is used
+//! up): invocations that meet at one chain's end in step each take a slab,
+//! and handing back spares the chain some of the empty slabs it would end
+//! with.
+//!
 //! Claims never wait for another invocation (nothing guarantees that it
 //! makes progress meanwhile, on lavapipe or in a browser). A claim that
 //! finds its chain full and the pool used up is deferred to the scheme's
