@@ -59,6 +59,7 @@ pub struct Builder {
     scheme: Scheme,
     memory: Memory,
     region_build: RegionBuild,
+    wgpu_portable: bool,
     paging: Option<Paging>,
     sharding: Option<Sharding>,
 }
@@ -75,6 +76,7 @@ impl Default for Builder {
             scheme: Scheme::Linear,
             memory: Memory::Device,
             region_build: RegionBuild::Auto,
+            wgpu_portable: false,
             paging: None,
             sharding: None,
         }
@@ -164,6 +166,31 @@ impl Builder {
         self.region_build = region_build;
         self
     }
+    /// On wgpu, whether the kernels keep to what browser WebGPU offers
+    /// (32-bit atomics) on an adapter that has more. By default (`false`)
+    /// a table whose slots are 16 bytes (a 64-bit key or value) claims its
+    /// keys with one 64-bit compare-exchange where the adapter offers
+    /// 64-bit atomics (Vulkan and DX12 on most GPUs), a single pass per
+    /// insert; `true` takes the portable path there too (a representative
+    /// per distinct key first, then a claim through an occupancy bitmap),
+    /// which is what runs in a browser, so it can be tested natively.
+    /// Results are the same either way; other devices ignore it.
+    ///
+    /// ```
+    /// use gpuhash::{Device, HashTable};
+    ///
+    /// let mut t = HashTable::<u64, u64>::builder()
+    ///     .device(Device::Cpu) // Device::Wgpu where an adapter is present
+    ///     .wgpu_portable(true)
+    ///     .build::<u64, u64>()?;
+    /// t.insert_or_assign(&[1, 2], &[10, 20])?;
+    /// assert_eq!(t.find(&[2])?, vec![Some(20)]);
+    /// # Ok::<(), gpuhash::Error>(())
+    /// ```
+    pub fn wgpu_portable(mut self, portable: bool) -> Self {
+        self.wgpu_portable = portable;
+        self
+    }
     /// Splits the table into pages held in host memory, at most
     /// `paging.resident` of them resident at a time (default: one table,
     /// no paging). The capacity is split evenly among `paging.pages`
@@ -233,7 +260,8 @@ impl Builder {
         self.scheme.validate().map_err(Error::Unsupported)?;
         let slots = checked_slots::<K, V>(self.scheme, self.capacity)?;
         let (seed, scheme, memory, region_build) = (self.seed, self.scheme, self.memory, self.region_build);
-        let config = Config { slots, max_probe_buckets, seed, scheme, memory, region_build };
+        let wgpu_portable = self.wgpu_portable;
+        let config = Config { slots, max_probe_buckets, seed, scheme, memory, region_build, wgpu_portable };
         let backend: Box<dyn Backend<K, V>> = match (self.paging, self.sharding) {
             (None, None) => backend::create(self.device, config)?,
             (Some(paging), None) => Box::new(PagedTable::new(self.device, config, self.capacity, paging)?),

@@ -10,6 +10,9 @@ mod common;
 use gpuhash::{Device, Scheme};
 
 conformance_suite!(wgpu_linear, Device::Wgpu, Scheme::Linear);
+// The browser's path (32-bit atomics only) on an adapter with 64-bit ones:
+// 16-byte slots then elect representatives instead of claiming keys whole.
+conformance_suite!(wgpu_linear_portable, Device::Wgpu, Scheme::Linear, wgpu_portable);
 conformance_suite!(wgpu_slab_list, Device::Wgpu, Scheme::SlabList);
 
 use common::{distinct_keys, usable, Ctx, Target, TestValue};
@@ -291,4 +294,18 @@ fn buffer_calls_body<K: Key, V: TestValue>() {
         assert_eq!(f, !refused.contains(k), "{cx}: key {k:?}: stored {f}, refused {}", refused.contains(k));
     }
     cx.count(keys.len() + keys2.len() + gone.len() + fresh.len());
+}
+
+/// 16-byte slots take 64-bit atomics exactly where the adapter has them and
+/// the table was not built portable; 8-byte slots never need them.
+#[test]
+fn atomics64_where_offered() {
+    let Some(dev) = usable(Target::new(Device::Wgpu, Scheme::Linear)) else { return };
+    let build = |portable| HashTable::<u64, u32>::builder().device(dev.device).wgpu_portable(portable).build::<u64, u32>().unwrap();
+    let offered = gpuhash::backend::wgpu::offers_atomics64(dev.device).unwrap();
+    println!("wgpu adapter offers 64-bit atomics: {offered}");
+    assert_eq!(build(false).wgpu().unwrap().atomics64(), offered);
+    assert!(!build(true).wgpu().unwrap().atomics64());
+    let narrow = HashTable::<u32, u32>::builder().device(dev.device).build::<u32, u32>().unwrap();
+    assert!(!narrow.wgpu().unwrap().atomics64());
 }

@@ -33,34 +33,41 @@ fn find(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(local_invocation
         if (i < params.n) {
             let k = item_key(i);
             let sp = special_of(k);
-            var hit = false;
-            var v = vec2<u32>(0u, 0u);
             if (sp != 0u) {
-                hit = (params.specials & sp) != 0u;
-                v = select(vec2<u32>(params.sv2, params.sv3), vec2<u32>(params.sv0, params.sv1), sp == 1u);
+                hits += found_special(i, sp);
             } else {
                 let s = find_slot(k);
+                var v = vec2<u32>(0u, 0u);
                 if (s != GH_NONE) {
-                    hit = true;
                     v = slot_value(s);
                 }
+                hits += found(i, s != GH_NONE, v);
             }
-            if (params.mode == 1u) {
-                if (!hit) {
-                    v = vec2<u32>(0u, 0u);
-                }
-                if (GH_VALUE_WORDS == 2u) {
-                    out[2u * i] = v.x;
-                    out[2u * i + 1u] = v.y;
-                } else {
-                    out[i] = v.x;
-                }
-            }
-            flags[i] = select(0u, 1u, hit);
-            hits += select(0u, 1u, hit);
         }
     }
     add_count(hits, lid);
+}
+
+// Writes item i's lookup result: its flag, and with mode 1 its value (0
+// when absent). Returns 1 for a hit.
+fn found(i: u32, hit: bool, value: vec2<u32>) -> u32 {
+    if (params.mode == 1u) {
+        let v = select(vec2<u32>(0u, 0u), value, hit);
+        if (GH_VALUE_WORDS == 2u) {
+            out[2u * i] = v.x;
+            out[2u * i + 1u] = v.y;
+        } else {
+            out[i] = v.x;
+        }
+    }
+    flags[i] = select(0u, 1u, hit);
+    return select(0u, 1u, hit);
+}
+
+// found() for an out-of-band key (special code `sp`, 1 or 2).
+fn found_special(i: u32, sp: u32) -> u32 {
+    let v = select(vec2<u32>(params.sv2, params.sv3), vec2<u32>(params.sv0, params.sv1), sp == 1u);
+    return found(i, (params.specials & sp) != 0u, v);
 }
 
 // ------------------------------------------------------------------ 8-byte slots

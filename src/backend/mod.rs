@@ -74,6 +74,8 @@ pub struct Config {
     pub memory: Memory,
     /// When bulk inserts take the region build (CUDA linear scheme only).
     pub region_build: RegionBuild,
+    /// wgpu: keep to 32-bit atomics even where the adapter has 64-bit ones.
+    pub wgpu_portable: bool,
 }
 
 /// The slot work of a table. Implemented once per device.

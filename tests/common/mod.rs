@@ -58,19 +58,25 @@ pub struct Target {
     pub scheme: Scheme,
     pub paging: Option<Paging>,
     pub shards: Option<usize>,
+    /// wgpu: tables kept to 32-bit atomics ([`Builder::wgpu_portable`]).
+    pub wgpu_portable: bool,
 }
 
 impl Target {
     pub const fn new(device: Device, scheme: Scheme) -> Target {
-        Target { device, scheme, paging: None, shards: None }
+        Target { device, scheme, paging: None, shards: None, wgpu_portable: false }
+    }
+    /// wgpu tables on the browser's path (32-bit atomics) whatever the adapter offers.
+    pub const fn wgpu_portable(device: Device, scheme: Scheme) -> Target {
+        Target { wgpu_portable: true, ..Target::new(device, scheme) }
     }
     /// Tables split into pages with `paging`.
     pub const fn paged(device: Device, scheme: Scheme, paging: Paging) -> Target {
-        Target { device, scheme, paging: Some(paging), shards: None }
+        Target { paging: Some(paging), ..Target::new(device, scheme) }
     }
     /// Tables spread over `shards` shards, all on `device`.
     pub const fn sharded(device: Device, scheme: Scheme, shards: usize) -> Target {
-        Target { device, scheme, paging: None, shards: Some(shards) }
+        Target { shards: Some(shards), ..Target::new(device, scheme) }
     }
 }
 
@@ -82,6 +88,9 @@ impl fmt::Display for Target {
         }
         if let Some(n) = self.shards {
             write!(f, "/sharded({n} shards)")?;
+        }
+        if self.wgpu_portable {
+            write!(f, "/portable")?;
         }
         Ok(())
     }
@@ -226,7 +235,7 @@ pub fn region_build() -> RegionBuild {
 /// A builder on `dev`'s device, scheme and paging or sharding, with the
 /// run's region build ([`region_build`]) and the defaults otherwise.
 pub fn builder(dev: Target) -> Builder {
-    let b = Builder::default().device(dev.device).scheme(dev.scheme).region_build(region_build());
+    let b = Builder::default().device(dev.device).scheme(dev.scheme).region_build(region_build()).wgpu_portable(dev.wgpu_portable);
     let b = match dev.paging {
         Some(p) => b.paged(p),
         None => b,
@@ -724,6 +733,10 @@ macro_rules! conformance_suite {
     // Every table of every test spread over `$shards` shards on `$dev`.
     ($name:ident, $dev:expr, $scheme:expr, sharded: $shards:expr) => {
         conformance_suite!(@all $name, $crate::common::Target::sharded($dev, $scheme, $shards));
+    };
+    // wgpu tables kept to 32-bit atomics (the browser's path).
+    ($name:ident, $dev:expr, $scheme:expr, wgpu_portable) => {
+        conformance_suite!(@all $name, $crate::common::Target::wgpu_portable($dev, $scheme));
     };
     (@all $name:ident, $target:expr) => {
         conformance_suite!(@tests $name, $target;

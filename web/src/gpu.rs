@@ -49,6 +49,8 @@ impl GpuCore {
             memory: Memory::Device,
             // The region build is CUDA's; wgpu has none.
             region_build: RegionBuild::Auto,
+            // A browser offers 32-bit atomics only: the portable kernels whatever this says.
+            wgpu_portable: false,
         };
         let table = WgpuTable::new_async(Device::Wgpu, config).await.map_err(text)?;
         Ok(GpuCore { table })

@@ -210,7 +210,7 @@ mod tests {
 
     fn table(scheme: Scheme, slots: u64, limit: u64) -> CpuTable<u32, u32> {
         let (memory, region_build) = (crate::Memory::Device, crate::RegionBuild::Auto);
-        let config = Config { slots, max_probe_buckets: limit, seed: 7, scheme, memory, region_build };
+        let config = Config { slots, max_probe_buckets: limit, seed: 7, scheme, memory, region_build, wgpu_portable: false };
         CpuTable::new(config).unwrap()
     }
 

@@ -34,6 +34,9 @@ pub(crate) const WORKGROUP: u32 = 256;
 pub const COMMON_SOURCE: &str = include_str!("../../../kernels/wgsl/common.wgsl");
 /// The linear scheme's probe sequence and claims (`kernels/wgsl/linear.wgsl`).
 pub const LINEAR_SOURCE: &str = include_str!("../../../kernels/wgsl/linear.wgsl");
+/// The linear scheme's single-pass insert for 16-byte slots on adapters with
+/// 64-bit atomics (`kernels/wgsl/linear_wide.wgsl`).
+pub const LINEAR_WIDE_SOURCE: &str = include_str!("../../../kernels/wgsl/linear_wide.wgsl");
 /// The slab-list scheme's chains and second passes (`kernels/wgsl/slab_list.wgsl`).
 pub const SLAB_LIST_SOURCE: &str = include_str!("../../../kernels/wgsl/slab_list.wgsl");
 /// The bulk operations' entry points (`kernels/wgsl/bulk.wgsl`).
@@ -75,6 +78,8 @@ pub struct Variant {
     pub key_words: u32,
     /// Words per value in the caller's arrays: 1 or 2.
     pub value_words: u32,
+    /// Compiled with 64-bit atomics ([`Variant::atomics64_apply`]).
+    pub atomics64: bool,
 }
 
 /// Every (slot bytes, key words, value words) a table can have.
@@ -84,18 +89,32 @@ impl Variant {
     /// Every combination a table can have.
     pub fn all() -> impl Iterator<Item = Variant> {
         SCHEMES.into_iter().flat_map(|scheme| {
-            WIDTHS.into_iter().map(move |(slot_bytes, key_words, value_words)| Variant { scheme, slot_bytes, key_words, value_words })
+            WIDTHS.into_iter().flat_map(move |(slot_bytes, key_words, value_words)| {
+                let v = Variant { scheme, slot_bytes, key_words, value_words, atomics64: false };
+                let wide = Variant { atomics64: true, ..v };
+                std::iter::once(v).chain(Variant::atomics64_apply(scheme, slot_bytes).then_some(wide))
+            })
         })
     }
 
-    /// The variant of a `scheme` table with keys `K` and values `V`.
-    pub fn of<K: Key, V: Value>(scheme: Scheme) -> Variant {
+    /// The variant of a `scheme` table with keys `K` and values `V`, with
+    /// 64-bit atomics if `atomics64` and they apply to it.
+    pub fn of<K: Key, V: Value>(scheme: Scheme, atomics64: bool) -> Variant {
+        let slot_bytes = <K::Word<V> as Word>::BYTES;
         Variant {
             scheme,
-            slot_bytes: <K::Word<V> as Word>::BYTES,
+            slot_bytes,
             key_words: K::BITS / 32,
             value_words: V::KIND.bits() / 32,
+            atomics64: atomics64 && Variant::atomics64_apply(scheme, slot_bytes),
         }
+    }
+
+    /// Whether tables of `scheme` with `slot_bytes`-byte slots have kernels
+    /// for 64-bit atomics: the linear scheme's 16-byte slots, whose keys
+    /// 32-bit atomics cannot claim whole.
+    pub fn atomics64_apply(scheme: Scheme, slot_bytes: usize) -> bool {
+        scheme == Scheme::Linear && slot_bytes == 16
     }
 
     fn index(self) -> usize {
@@ -103,8 +122,8 @@ impl Variant {
     }
 }
 
-/// Compiled variants at most.
-const VARIANTS: usize = SCHEMES.len() * WIDTHS.len();
+/// Compiled variants at most (each with and without 64-bit atomics).
+const VARIANTS: usize = SCHEMES.len() * WIDTHS.len() * 2;
 
 /// The complete WGSL module of a variant: the constants emitted from the
 /// Rust core and this backend, then the shared code, the scheme and the
@@ -149,7 +168,8 @@ pub fn shader_source(v: Variant) -> String {
         def(&format!("GH_KIND_{name}"), kind.code() as u64);
     }
     let scheme = scheme_source(v.scheme).expect("a variant's scheme is one of SCHEMES");
-    format!("{header}{c}\n{COMMON_SOURCE}\n{scheme}\n{BULK_SOURCE}")
+    let wide = if v.atomics64 { LINEAR_WIDE_SOURCE } else { "" };
+    format!("{header}{c}\n{COMMON_SOURCE}\n{scheme}\n{BULK_SOURCE}\n{wide}")
 }
 
 /// `Params::mode` of an insert.
@@ -171,6 +191,10 @@ pub(crate) enum Kernel {
     Settle,
     EraseLocate,
     EraseBury,
+    /// Linear: `find` reading whole buckets with vector loads.
+    FindLines,
+    /// Linear, 16-byte slots, 64-bit atomics: the single-pass insert.
+    InsertWide,
     /// The slab list's second passes (`kernels/wgsl/slab_list.wgsl`).
     InsertDeferred,
     ClaimRepsDeferred,
@@ -191,10 +215,28 @@ impl Kernel {
         Kernel::EraseLocate,
         Kernel::EraseBury,
     ];
-    /// The entry points of a scheme's module: the bulk ones, then the
+    /// The entry points of a variant's module: the bulk ones, then the
     /// scheme's own; pipelines are compiled and found in this order.
-    fn of(scheme: Scheme) -> &'static [Kernel] {
-        match scheme {
+    fn of(v: Variant) -> &'static [Kernel] {
+        /// The bulk entry points followed by `extra`.
+        const fn with<const N: usize>(extra: [Kernel; N]) -> [Kernel; N] {
+            let mut all = extra;
+            let mut i = 0;
+            while i < Kernel::BULK.len() {
+                all[i] = Kernel::BULK[i];
+                i += 1;
+            }
+            all
+        }
+        const LINEAR: [Kernel; 12] = with([Kernel::FindLines; 12]);
+        const LINEAR_WIDE: [Kernel; 13] = {
+            let mut all = with([Kernel::FindLines; 13]);
+            all[12] = Kernel::InsertWide;
+            all
+        };
+        match v.scheme {
+            Scheme::Linear if v.atomics64 => &LINEAR_WIDE,
+            Scheme::Linear => &LINEAR,
             Scheme::SlabList => &slab_list::KERNELS,
             _ => &Kernel::BULK,
         }
@@ -213,6 +255,8 @@ impl Kernel {
             Kernel::Settle => "settle",
             Kernel::EraseLocate => "erase_locate",
             Kernel::EraseBury => "erase_bury",
+            Kernel::FindLines => "find_lines",
+            Kernel::InsertWide => "insert_wide",
             Kernel::InsertDeferred => "insert_deferred",
             Kernel::ClaimRepsDeferred => "claim_reps_deferred",
         }
@@ -225,6 +269,9 @@ pub(crate) struct Gpu {
     pub(crate) queue: wgpu::Queue,
     pub(crate) info: wgpu::AdapterInfo,
     pub(crate) limits: wgpu::Limits,
+    /// The device has 64-bit integers and every 64-bit atomic (enabled
+    /// when the adapter offers them; never in a browser).
+    pub(crate) atomics64: bool,
     layout: wgpu::BindGroupLayout,
     pipeline_layout: wgpu::PipelineLayout,
     /// Pipelines per [`Variant`], compiled on first use.
@@ -253,12 +300,22 @@ pub fn adapters() -> Vec<wgpu::AdapterInfo> {
 /// What `device` (`Device::Wgpu` or `Device::WgpuAdapter(i)`) runs on: the
 /// adapter's name, driver and graphics backend, opening it if need be.
 pub fn adapter_info(device: Device) -> Result<wgpu::AdapterInfo> {
-    let index = match device {
-        Device::Wgpu => None,
-        Device::WgpuAdapter(i) => Some(i),
-        other => return Err(Error::Unsupported(format!("{other} is not a wgpu device"))),
-    };
-    Ok(gpu(index)?.info.clone())
+    Ok(gpu(adapter_index(device)?)?.info.clone())
+}
+
+/// Whether `device` (a wgpu device) offers 64-bit integers and atomics, which
+/// its tables with 16-byte slots use unless built portable.
+pub fn offers_atomics64(device: Device) -> Result<bool> {
+    Ok(gpu(adapter_index(device)?)?.atomics64)
+}
+
+/// The adapter index `device` names (`None`: the default adapter).
+pub(crate) fn adapter_index(device: Device) -> Result<Option<usize>> {
+    match device {
+        Device::Wgpu => Ok(None),
+        Device::WgpuAdapter(i) => Ok(Some(i)),
+        other => Err(Error::Unsupported(format!("{other} is not a wgpu device"))),
+    }
 }
 
 type Opened = std::result::Result<Arc<Gpu>, String>;
@@ -323,13 +380,16 @@ async fn open(index: Option<usize>) -> std::result::Result<Gpu, String> {
         }
     };
     let info = adapter.get_info();
-    // Everything the adapter offers: the largest tables it can hold. No
-    // optional features: the shaders need only 32-bit atomics.
+    // Everything the adapter offers: the largest tables it can hold. The
+    // shaders need only 32-bit atomics; 64-bit ones, where offered, give
+    // 16-byte slots a single-pass insert (linear_wide.wgsl).
     let limits = adapter.limits();
+    let wide = wgpu::Features::SHADER_INT64 | wgpu::Features::SHADER_INT64_ATOMIC_ALL_OPS;
+    let atomics64 = adapter.features().contains(wide);
     let (device, queue) = adapter
         .request_device(&wgpu::DeviceDescriptor {
             label: Some("gpuhash"),
-            required_features: wgpu::Features::empty(),
+            required_features: if atomics64 { wide } else { wgpu::Features::empty() },
             required_limits: limits.clone(),
             ..Default::default()
         })
@@ -392,6 +452,7 @@ async fn open(index: Option<usize>) -> std::result::Result<Gpu, String> {
         queue,
         info,
         limits,
+        atomics64,
         layout,
         pipeline_layout,
         pipelines: std::array::from_fn(|_| OnceLock::new()),
@@ -549,7 +610,7 @@ impl Gpu {
                     label: Some("gpuhash"),
                     source: wgpu::ShaderSource::Wgsl(Cow::Owned(source)),
                 });
-                Kernel::of(variant.scheme)
+                Kernel::of(variant)
                     .iter()
                     .map(|k| {
                         self.device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
@@ -585,7 +646,7 @@ impl Work<'_> {
             return Ok(());
         }
         let gpu = self.gpu;
-        let at = Kernel::of(self.variant.scheme).iter().position(|k| *k == kernel).expect("the scheme's module has the entry point");
+        let at = Kernel::of(self.variant).iter().position(|k| *k == kernel).expect("the scheme's module has the entry point");
         let pipeline = &gpu.pipelines(self.variant).await?[at];
         let max_groups = gpu.limits.max_compute_workgroups_per_dimension.max(1);
         let groups = p.n.div_ceil(WORKGROUP).min(max_groups);
@@ -771,14 +832,19 @@ impl Future for Mapping {
 mod tests {
     use super::*;
 
-    /// Runs without an adapter: both modules parse and validate with no
+    /// Runs without an adapter: every module parses and validates with no
     /// optional capability (no 64-bit integers or atomics, no f64: the
-    /// browser's WebGPU), and the sources define none of the shared
-    /// constants themselves.
+    /// browser's WebGPU), but the 64-bit variants, which validate with the
+    /// two features `open` enables for them; the sources define none of the
+    /// shared constants themselves.
     #[test]
     fn shaders_validate_without_optional_capabilities() {
         let schemes = SCHEMES.map(|s| (s, scheme_source(s).expect("every listed scheme has a module")));
-        let own_files = [("common.wgsl".to_string(), COMMON_SOURCE), ("bulk.wgsl".to_string(), BULK_SOURCE)]
+        let own_files = [
+            ("common.wgsl".to_string(), COMMON_SOURCE),
+            ("bulk.wgsl".to_string(), BULK_SOURCE),
+            ("linear_wide.wgsl".to_string(), LINEAR_WIDE_SOURCE),
+        ]
             .into_iter()
             .chain(schemes.iter().map(|(s, t)| (format!("{}.wgsl", s.name()), *t)));
         for (name, text) in own_files {
@@ -788,7 +854,12 @@ mod tests {
         for v in Variant::all() {
             let source = shader_source(v);
             let module = naga::front::wgsl::parse_str(&source).unwrap_or_else(|e| panic!("{v:?}: {}", e.emit_to_string(&source)));
-            naga::valid::Validator::new(naga::valid::ValidationFlags::all(), naga::valid::Capabilities::empty())
+            // The 64-bit variants need exactly the features `open` asks for them.
+            let caps = match v.atomics64 {
+                true => naga::valid::Capabilities::SHADER_INT64 | naga::valid::Capabilities::SHADER_INT64_ATOMIC_ALL_OPS,
+                false => naga::valid::Capabilities::empty(),
+            };
+            naga::valid::Validator::new(naga::valid::ValidationFlags::all(), caps)
                 .validate(&module)
                 .unwrap_or_else(|e| panic!("{v:?}: {}", e.emit_to_string(&source)));
         }

@@ -28,6 +28,19 @@
 //!   reading key words another invocation may be writing; then every item
 //!   folds its value into its representative's slot.
 //!
+//! **64-bit atomics where offered.** On an adapter with 64-bit integers and
+//! atomics (Vulkan and DX12 on most GPUs; never a browser) a linear table's
+//! 16-byte slots claim their key field whole with one 64-bit
+//! compare-exchange, as 8-byte slots do with 32 bits: one pass per insert
+//! instead of four. [`crate::Builder::wgpu_portable`] keeps a table on the
+//! 32-bit path (the one a browser runs), and [`WgpuTable::atomics64`] says
+//! which a table takes.
+//!
+//! **Lookups read whole buckets.** The linear scheme's `find` and
+//! `contains` load a bucket as two 16-byte vectors (one 32-byte sector)
+//! rather than word by word through atomics, which fetched each word on
+//! its own.
+//!
 //! Slab lists ([`Scheme::SlabList`], `slab_list.rs`) keep their `next`
 //! words and pool counters after the occupancy bits; a claim that meets a
 //! full chain with the pool used up is decided by the scheme's second pass
@@ -67,7 +80,10 @@ use crate::core::probe::ProbeParams;
 use crate::core::scheme::Scheme;
 use crate::{Device, Error, Result};
 
-pub use self::gpu::{adapter_info, adapters, scheme_source, shader_source, Variant, BULK_SOURCE, COMMON_SOURCE, LINEAR_SOURCE, SCHEMES, SLAB_LIST_SOURCE};
+pub use self::gpu::{
+    adapter_info, adapters, offers_atomics64, scheme_source, shader_source, Variant, BULK_SOURCE, COMMON_SOURCE, LINEAR_SOURCE, LINEAR_WIDE_SOURCE, SCHEMES,
+    SLAB_LIST_SOURCE,
+};
 pub use self::slab_list::SlabPool;
 /// The wgpu crate this backend is built on, for callers who create the
 /// buffers of [`WgpuTable::find_buffers`] and the like.
@@ -322,7 +338,8 @@ impl Slots {
                 special_values: specials.1,
                 ..self.params(len)
             };
-            w.dispatch(Kernel::Find, p, &b).await?;
+            let kernel = if v.scheme == Scheme::Linear { Kernel::FindLines } else { Kernel::Find };
+            w.dispatch(kernel, p, &b).await?;
         }
         Ok(())
     }
@@ -347,7 +364,7 @@ impl Slots {
         let v = self.variant;
         let per_chunk = self.chunk(n);
         let out = self.cached(Role::Out, per_chunk as u64 * 4).await?;
-        let dedupe = if v.slot_bytes == 8 {
+        let dedupe = if v.slot_bytes == 8 || v.atomics64 {
             None
         } else {
             Some(self.cached(Role::Dedupe, dedupe_entries(per_chunk) as u64 * 4).await?)
@@ -373,7 +390,8 @@ impl Slots {
             };
             match &dedupe {
                 None => {
-                    self.dispatch_passes(w, Kernel::InsertDirect, p, &b).await?;
+                    let kernel = if v.atomics64 { Kernel::InsertWide } else { Kernel::InsertDirect };
+                    self.dispatch_passes(w, kernel, p, &b).await?;
                     if mode == MODE_APPLY {
                         w.dispatch(Kernel::Fold, p, &b).await?;
                     }
@@ -587,15 +605,17 @@ impl<K: Key, V: Value> WgpuTable<K, V> {
     /// arguments' lengths but do not grow the table: growth is the table
     /// API's, so callers of these watch [`Backend::used`] themselves.
     pub async fn new_async(device: Device, config: Config) -> Result<Self> {
-        let index = match device {
-            Device::Wgpu => None,
-            Device::WgpuAdapter(i) => Some(i),
-            other => return Err(Error::Unsupported(format!("{other} is not a wgpu device"))),
-        };
-        let gpu = gpu::gpu_async(index).await?;
+        let gpu = gpu::gpu_async(gpu::adapter_index(device)?).await?;
         check_scheme(config.scheme)?;
-        let slots = Slots::new(gpu, &config, Variant::of::<K, V>(config.scheme)).await?;
+        let slots = Slots::new(gpu.clone(), &config, Variant::of::<K, V>(config.scheme, gpu.atomics64 && !config.wgpu_portable)).await?;
         Ok(WgpuTable { slots, specials: [None, None], config, device, _types: PhantomData })
+    }
+
+    /// Whether this table's inserts claim 16-byte slots with 64-bit atomics
+    /// (the adapter offers them, the table has 16-byte slots and was not
+    /// built with [`crate::Builder::wgpu_portable`]).
+    pub fn atomics64(&self) -> bool {
+        self.slots.variant.atomics64
     }
 
     /// The adapter the table lives on.
