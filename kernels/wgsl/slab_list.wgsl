@@ -14,9 +14,9 @@
 // word from 0. An invocation that loses that race keeps its slab, walks
 // into the winner's and, before it returns, links its own further down the
 // same chain (as the CPU does) or hands it back to the pool if it is still
-// the last one handed out, so no slab is lost. Slabs are only appended and slots only
-// leave EMPTY, so every invocation walks a key's slots in the same order
-// and a lookup stops at the first EMPTY slot.
+// the last one handed out, so no slab is lost. Slabs are only appended and
+// slots only leave EMPTY, so every invocation walks a key's slots in the
+// same order and a lookup stops at the first EMPTY slot.
 //
 // No invocation waits for another. A claim that reaches the end of its
 // chain with the pool used up cannot tell whether a slab handed out but
