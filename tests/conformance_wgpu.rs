@@ -2,7 +2,7 @@
 //! machine without a GPU). Without an adapter each test prints
 //! `skipped: no wgpu adapter (...)`; set `GPUHASH_REQUIRE_WGPU=1` to make
 //! that a failure instead (CI does). The wgpu backend implements
-//! `Scheme::Linear` so far.
+//! `Scheme::Linear` and `Scheme::SlabList`.
 
 #[macro_use]
 mod common;
@@ -13,6 +13,7 @@ conformance_suite!(wgpu_linear, Device::Wgpu, Scheme::Linear);
 // The browser's path (32-bit atomics only) on an adapter with 64-bit ones:
 // 16-byte slots then elect representatives instead of claiming keys whole.
 conformance_suite!(wgpu_linear_portable, Device::Wgpu, Scheme::Linear, wgpu_portable);
+conformance_suite!(wgpu_slab_list, Device::Wgpu, Scheme::SlabList);
 
 use common::{distinct_keys, usable, Ctx, Target, TestValue};
 use gpuhash::{HashTable, Key};
@@ -22,18 +23,23 @@ use gpuhash::{HashTable, Key};
 /// they take on the CPU, in a table small enough that most runs collide,
 /// and `export` (which lists slots in order on both) returns the same
 /// sequence. Both slot widths; keys of every width of the hash input.
+/// The slab list too: its chain heads are the CPU's and, one key per call,
+/// its chains grow in the same order, past the pool running out.
 #[test]
 fn placement_matches_the_cpu() {
-    placement_body::<u32, u32>();
-    placement_body::<u64, u64>();
-    placement_body::<u32, f64>();
+    for scheme in [Scheme::Linear, Scheme::SlabList] {
+        placement_body::<u32, u32>(scheme);
+        placement_body::<u64, u64>(scheme);
+        placement_body::<u32, f64>(scheme);
+    }
 }
 
-fn placement_body<K: Key, V: TestValue>() {
-    let Some(dev) = usable(Target::new(Device::Wgpu, Scheme::Linear)) else { return };
+fn placement_body<K: Key, V: TestValue>(scheme: Scheme) {
+    let Some(dev) = usable(Target::new(Device::Wgpu, scheme)) else { return };
     let mut cx = Ctx::new::<K, V>("placement_matches_the_cpu", dev);
     let build = |device| {
-        HashTable::<K, V>::builder().device(device).capacity(512).max_load_factor(1.0).growth(false).max_probe_buckets(8).build::<K, V>()
+        let b = HashTable::<K, V>::builder().device(device).scheme(scheme).capacity(512).max_load_factor(1.0).growth(false);
+        b.max_probe_buckets(8).build::<K, V>()
     };
     let (mut gpu, mut cpu) = (build(Device::Wgpu).unwrap(), build(Device::Cpu).unwrap());
     let mut keys = distinct_keys::<K>(&mut cx.rng, 400);
@@ -76,16 +82,93 @@ fn adapters_by_index() {
     assert!(matches!(r, Err(gpuhash::Error::Unsupported(_))), "cuckoo on wgpu: {r:?}");
 }
 
-/// Schemes the wgpu backend does not implement yet (the slab list) are
+/// Schemes the wgpu backend does not implement yet (Robin Hood) are
 /// refused with `Error::Unsupported`, both by `check_scheme` and by the
-/// builder, never a panic.
+/// builder, never a panic; those it implements are accepted.
 #[test]
 fn unported_schemes_are_unsupported() {
     let Some(_) = usable(Target::new(Device::Wgpu, Scheme::Linear)) else { return };
-    let e = Device::Wgpu.check_scheme(Scheme::SlabList);
+    let e = Device::Wgpu.check_scheme(Scheme::RobinHood);
     assert!(matches!(e, Err(gpuhash::Error::Unsupported(_))), "{e:?}");
-    let t = HashTable::<u64, u32>::builder().device(Device::Wgpu).scheme(Scheme::SlabList).capacity(64).build::<u64, u32>();
+    let t = HashTable::<u64, u32>::builder().device(Device::Wgpu).scheme(Scheme::RobinHood).capacity(64).build::<u64, u32>();
     assert!(matches!(t, Err(gpuhash::Error::Unsupported(_))), "{:?}", t.err());
+    for s in gpuhash::backend::wgpu::SCHEMES {
+        assert!(Device::Wgpu.check_scheme(s).is_ok(), "{s} is listed as implemented");
+    }
+}
+
+/// Slab lists: chains grown by many invocations at once lose no slab (every
+/// slab handed out is linked when the call returns, as the host's copy of
+/// the pool counters shows) and hold what the CPU holds; once the pool is
+/// used up, each refused key is refused at every position holding it and
+/// absent, and the pool stays whole. Both slot widths.
+#[test]
+fn slab_chains_lose_no_slab() {
+    slab_chains_body::<u32, u32>();
+    slab_chains_body::<u64, u64>();
+}
+
+fn slab_chains_body<K: Key, V: TestValue>() {
+    let Some(dev) = usable(Target::new(Device::Wgpu, Scheme::SlabList)) else { return };
+    let mut cx = Ctx::new::<K, V>("slab_chains_lose_no_slab", dev);
+    let build = |device| {
+        HashTable::<K, V>::builder().device(device).scheme(Scheme::SlabList).capacity(1 << 14).max_load_factor(1.0).growth(false).build::<K, V>()
+    };
+    let (mut gpu, mut cpu) = (build(Device::Wgpu).unwrap(), build(Device::Cpu).unwrap());
+    // Load 0.73: chains of about 3 slabs (8-byte slots), all grown in one call.
+    let keys = distinct_keys::<K>(&mut cx.rng, 12_000);
+    let vals: Vec<V> = (0..keys.len()).map(|i| V::from_i64(i as i64)).collect();
+    gpu.insert_or_assign(&keys, &vals).unwrap_or_else(|e| panic!("{cx}: {e}"));
+    cpu.insert_or_assign(&keys, &vals).unwrap_or_else(|e| panic!("{cx}: {e}"));
+    let pool = gpu.wgpu_mut().and_then(|t| t.slab_pool()).expect("a slab-list wgpu table");
+    assert!(pool.handed_out > 0, "{cx}: no chain grew: {pool:?}");
+    assert_eq!(pool.handed_out, pool.linked, "{cx}: slabs handed out but not linked: {pool:?}");
+    let sorted = |t: &HashTable<K, V>| {
+        let (k, v) = t.export().unwrap();
+        let mut pairs: Vec<(u64, u64)> = k.iter().zip(&v).map(|(k, v)| (k.to_u64(), v.to_bits())).collect();
+        pairs.sort_unstable();
+        pairs
+    };
+    assert_eq!(sorted(&gpu), sorted(&cpu), "{cx}: contents differ from the CPU's");
+    assert_eq!(gpu.stats().unwrap().len, cpu.stats().unwrap().len, "{cx}: stats");
+
+    // The same pairs in slot order (a chain's keys side by side) into a
+    // fresh table: invocations race at the same chain ends all along.
+    let (ek, ev) = gpu.export().unwrap();
+    let mut fresh = build(Device::Wgpu).unwrap();
+    let t = fresh.wgpu_mut().unwrap();
+    let r = gpuhash::backend::Backend::insert(t, &ek, &ev, gpuhash::backend::InsertMode::Assign).unwrap();
+    let pool = t.slab_pool().unwrap();
+    assert_eq!(pool.handed_out, pool.linked, "{cx}: chain order: slabs handed out but not linked: {pool:?}");
+    assert_eq!(r.inserted as usize + r.failed.len(), ek.len(), "{cx}: chain order: report");
+    let got = fresh.find(&ek).unwrap();
+    for (p, ((k, v), g)) in ek.iter().zip(&ev).zip(got).enumerate() {
+        let want = r.failed.binary_search(&p).is_err().then_some(v.to_bits());
+        assert_eq!(g.map(|g| g.to_bits()), want, "{cx}: chain order: key {k:?}");
+    }
+
+    // Past the pool: a batch of twice the room left, each key twice.
+    let stored: std::collections::HashSet<K> = keys.iter().copied().collect();
+    let more: Vec<K> = distinct_keys::<K>(&mut cx.rng, 20_000).into_iter().filter(|k| !stored.contains(k)).take(8_000).collect();
+    let mut batch = more.clone();
+    batch.extend_from_slice(&more);
+    let bv: Vec<V> = vec![V::from_i64(1); batch.len()];
+    let t = gpu.wgpu_mut().unwrap();
+    let r = gpuhash::backend::Backend::insert(t, &batch, &bv, gpuhash::backend::InsertMode::Apply(gpuhash::Reduce::Sum)).unwrap();
+    let pool = t.slab_pool().unwrap();
+    assert_eq!((pool.handed_out, pool.linked), (pool.slabs, pool.slabs), "{cx}: pool after an overfull batch: {pool:?}");
+    assert!(!r.failed.is_empty(), "{cx}: nothing refused past the pool");
+    let refused: std::collections::HashSet<K> = r.failed.iter().map(|&p| batch[p]).collect();
+    for (p, k) in batch.iter().enumerate() {
+        assert_eq!(refused.contains(k), r.failed.binary_search(&p).is_ok(), "{cx}: key {k:?} refused at some positions only");
+    }
+    let got = gpu.find(&more).unwrap();
+    for (k, g) in more.iter().zip(got) {
+        let want = (!refused.contains(k)).then(|| V::from_i64(2));
+        assert_eq!(g.map(|g| g.to_bits()), want.map(|w| w.to_bits()), "{cx}: key {k:?} after the overfull batch");
+    }
+    assert_eq!(r.inserted as usize, more.len() - refused.len(), "{cx}: report");
+    cx.count(keys.len() + batch.len());
 }
 
 /// The GPU-buffer calls (`insert_buffers`, `find_buffers`,

@@ -7,6 +7,11 @@
 //   erase        erase_direct                         (8-byte slots)
 //                erase_locate, erase_bury             (16-byte slots)
 //
+// A scheme whose claims may have to wait for other invocations (GH_DEFERS:
+// the slab list) returns GH_DEFERRED instead, and the backend runs the
+// scheme's second pass over those items right after insert_direct or
+// claim_reps; the others never defer.
+//
 // 8-byte slots hold a 32-bit key, claimed with one compare-exchange, so
 // duplicates of a batch meet at one slot. A 16-byte slot's key is two
 // words that no 32-bit atomic publishes together, so first one
@@ -67,11 +72,8 @@ fn found_special(i: u32, sp: u32) -> u32 {
 
 // ------------------------------------------------------------------ 8-byte slots
 
-// Claims or meets each key's slot and settles its value: the claimer
-// writes its value; assign writes every duplicate's (one of them is left);
-// if-absent writes nothing more; apply leaves out[i] = the slot for `fold`
-// (GH_NONE for the claimer). counters[0] += keys placed; refused keys and
-// out-of-band keys are reported in the flags list.
+// Claims or meets each key's slot and settles its value (insert_item).
+// counters[0] += keys placed.
 @compute @workgroup_size(256)
 fn insert_direct(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
     var placed = 0u;
@@ -79,30 +81,45 @@ fn insert_direct(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(local_i
     for (var r = 0u; r < total; r += 1u) {
         let i = gid.x + r * params.stride;
         if (i < params.n) {
-            let k = item_key(i);
-            var fold_at = GH_NONE;
-            if (special_of(k) != 0u) {
-                report(GH_SPECIAL_BIT | (params.base + i));
-            } else {
-                let v = item_value(i);
-                let c = claim_direct(k.x);
-                if (c == GH_NONE) {
-                    report(params.base + i);
-                } else if ((c & GH_NEW_BIT) != 0u) {
-                    store_value(c & ~GH_NEW_BIT, v);
-                    placed += 1u;
-                } else if (params.mode == GH_MODE_ASSIGN) {
-                    store_value(c, v);
-                } else if (params.mode == GH_MODE_APPLY) {
-                    fold_at = c;
-                }
-            }
-            if (params.mode == GH_MODE_APPLY) {
-                out[i] = fold_at;
-            }
+            placed += insert_item(i);
         }
     }
     add_count(placed, lid);
+}
+
+// Item i of insert_direct: the claimer writes its value; assign writes
+// every duplicate's (one of them is left); if-absent writes nothing more;
+// apply leaves out[i] = the slot for `fold` (GH_NONE for the claimer).
+// Refused keys and out-of-band keys are reported in the flags list. A
+// scheme whose claim_direct may defer (GH_DEFERS) gets out[i] =
+// GH_DEFERRED for its second pass, which calls this again. Returns 1 if
+// it placed the key.
+fn insert_item(i: u32) -> u32 {
+    let k = item_key(i);
+    var placed = 0u;
+    var fold_at = GH_NONE;
+    if (special_of(k) != 0u) {
+        report(GH_SPECIAL_BIT | (params.base + i));
+    } else {
+        let v = item_value(i);
+        let c = claim_direct(k.x);
+        if (c == GH_NONE) {
+            report(params.base + i);
+        } else if (c == GH_DEFERRED) {
+            fold_at = GH_DEFERRED;
+        } else if ((c & GH_NEW_BIT) != 0u) {
+            store_value(c & ~GH_NEW_BIT, v);
+            placed = 1u;
+        } else if (params.mode == GH_MODE_ASSIGN) {
+            store_value(c, v);
+        } else if (params.mode == GH_MODE_APPLY) {
+            fold_at = c;
+        }
+    }
+    if (params.mode == GH_MODE_APPLY || GH_DEFERS != 0u) {
+        out[i] = fold_at;
+    }
+    return placed;
 }
 
 // Apply, after insert_direct: reduces item i's value into slot out[i].
@@ -199,8 +216,8 @@ fn locate_reps(@builtin(global_invocation_id) gid: vec3<u32>) {
     }
 }
 
-// Representatives of absent keys place them: out[i] = GH_REP_BIT |
-// GH_REP_NEW | the slot, or GH_REP_REFUSED. counters[0] += keys placed.
+// Representatives of absent keys place them (claim_rep). counters[0] +=
+// keys placed.
 @compute @workgroup_size(256)
 fn claim_reps(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
     var placed = 0u;
@@ -208,16 +225,25 @@ fn claim_reps(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(local_invo
     for (var r = 0u; r < total; r += 1u) {
         let i = gid.x + r * params.stride;
         if (i < params.n && out[i] == GH_REP_PENDING) {
-            let s = claim_free(item_key(i), item_value(i));
-            if (s == GH_NONE) {
-                out[i] = GH_REP_REFUSED;
-            } else {
-                out[i] = GH_REP_BIT | GH_REP_NEW | s;
-                placed += 1u;
-            }
+            placed += claim_rep(i);
         }
     }
     add_count(placed, lid);
+}
+
+// Representative i of an absent key places it: out[i] = GH_REP_BIT |
+// GH_REP_NEW | the slot, or GH_REP_REFUSED; a claim the scheme defers
+// (GH_DEFERRED) leaves it GH_REP_PENDING for the scheme's second pass.
+// Returns 1 if it placed the key.
+fn claim_rep(i: u32) -> u32 {
+    let s = claim_free(item_key(i), item_value(i));
+    if (s == GH_NONE) {
+        out[i] = GH_REP_REFUSED;
+    } else if (s != GH_DEFERRED) {
+        out[i] = GH_REP_BIT | GH_REP_NEW | s;
+        return 1u;
+    }
+    return 0u;
 }
 
 // Every item learns its representative's outcome: a refused key is

@@ -22,7 +22,10 @@ use crate::core::constants::wgsl_header;
 use crate::core::keys::{Key, Reduce, Value, ValueKind};
 use crate::core::layout::Word;
 use crate::core::scheme::Scheme;
+use crate::core::slab::SLABS_PER_HEAD;
 use crate::{Device, Error, Result};
+
+use super::slab_list;
 
 /// Invocations per workgroup of every entry point (`@workgroup_size(256)`).
 pub(crate) const WORKGROUP: u32 = 256;
@@ -34,6 +37,8 @@ pub const LINEAR_SOURCE: &str = include_str!("../../../kernels/wgsl/linear.wgsl"
 /// The linear scheme's single-pass insert for 16-byte slots on adapters with
 /// 64-bit atomics (`kernels/wgsl/linear_wide.wgsl`).
 pub const LINEAR_WIDE_SOURCE: &str = include_str!("../../../kernels/wgsl/linear_wide.wgsl");
+/// The slab-list scheme's chains and second passes (`kernels/wgsl/slab_list.wgsl`).
+pub const SLAB_LIST_SOURCE: &str = include_str!("../../../kernels/wgsl/slab_list.wgsl");
 /// The bulk operations' entry points (`kernels/wgsl/bulk.wgsl`).
 pub const BULK_SOURCE: &str = include_str!("../../../kernels/wgsl/bulk.wgsl");
 
@@ -42,17 +47,21 @@ pub const BULK_SOURCE: &str = include_str!("../../../kernels/wgsl/bulk.wgsl");
 pub(crate) const NONE: u32 = u32::MAX;
 /// In a flags list entry: the position holds an out-of-band key, not a refused one.
 pub(crate) const SPECIAL_BIT: u32 = 1 << 31;
+/// A claim the scheme decides in its second pass (`GH_DEFERRED`): never a
+/// slot (a slot index has at most 31 bits) nor [`NONE`].
+pub(crate) const DEFERRED: u32 = u32::MAX - 1;
 
 /// The schemes this backend implements: each is one WGSL module (its probe
 /// sequence and claims, and any entry points of its own) between the shared
 /// code and the bulk entry points.
-pub const SCHEMES: [Scheme; 1] = [Scheme::Linear];
+pub const SCHEMES: [Scheme; 2] = [Scheme::Linear, Scheme::SlabList];
 
 /// The scheme's own WGSL (`kernels/wgsl/<scheme>.wgsl`), or `None` for a
 /// scheme this backend does not implement.
 pub fn scheme_source(scheme: Scheme) -> Option<&'static str> {
     match scheme {
         Scheme::Linear => Some(LINEAR_SOURCE),
+        Scheme::SlabList => Some(SLAB_LIST_SOURCE),
         _ => None,
     }
 }
@@ -139,6 +148,9 @@ pub fn shader_source(v: Variant) -> String {
     def("GH_REP_SLOT", (1 << 30) - 1);
     def("GH_REP_PENDING", (1 << 31) | ((1 << 30) - 1));
     def("GH_REP_REFUSED", (1 << 31) | ((1 << 30) - 2));
+    def("GH_DEFERRED", DEFERRED as u64);
+    def("GH_DEFERS", slab_list::second_pass(v.scheme, Kernel::InsertDirect).is_some() as u64);
+    def("GH_SLABS_PER_HEAD", SLABS_PER_HEAD);
     def("GH_MODE_ASSIGN", MODE_ASSIGN as u64);
     def("GH_MODE_IF_ABSENT", MODE_IF_ABSENT as u64);
     def("GH_MODE_APPLY", MODE_APPLY as u64);
@@ -183,11 +195,14 @@ pub(crate) enum Kernel {
     FindLines,
     /// Linear, 16-byte slots, 64-bit atomics: the single-pass insert.
     InsertWide,
+    /// The slab list's second passes (`kernels/wgsl/slab_list.wgsl`).
+    InsertDeferred,
+    ClaimRepsDeferred,
 }
 
 impl Kernel {
     /// The entry points of bulk.wgsl, in every module.
-    const BULK: [Kernel; 11] = [
+    pub(super) const BULK: [Kernel; 11] = [
         Kernel::FillEmpty,
         Kernel::Find,
         Kernel::InsertDirect,
@@ -222,6 +237,7 @@ impl Kernel {
         match v.scheme {
             Scheme::Linear if v.atomics64 => &LINEAR_WIDE,
             Scheme::Linear => &LINEAR,
+            Scheme::SlabList => &slab_list::KERNELS,
             _ => &Kernel::BULK,
         }
     }
@@ -241,6 +257,8 @@ impl Kernel {
             Kernel::EraseBury => "erase_bury",
             Kernel::FindLines => "find_lines",
             Kernel::InsertWide => "insert_wide",
+            Kernel::InsertDeferred => "insert_deferred",
+            Kernel::ClaimRepsDeferred => "claim_reps_deferred",
         }
     }
 }

@@ -4,8 +4,9 @@
 //! WebGPU) and on CPU implementations such as Mesa's lavapipe.
 //!
 //! Same slot layout, hash and probe order as the CPU backend, so the CPU
-//! backend is its oracle. Only [`Scheme::Linear`] is implemented so far;
-//! [`Device::check_scheme`] reports the others as [`Error::Unsupported`].
+//! backend is its oracle. [`Scheme::Linear`] and [`Scheme::SlabList`] are
+//! implemented ([`SCHEMES`]); [`Device::check_scheme`] reports the others
+//! as [`Error::Unsupported`].
 //!
 //! **One submission per call.** A bulk call uploads its keys (or takes the
 //! caller's GPU buffers: [`WgpuTable::find_buffers`] and the like), records
@@ -40,6 +41,13 @@
 //! rather than word by word through atomics, which fetched each word on
 //! its own.
 //!
+//! Slab lists ([`Scheme::SlabList`], `slab_list.rs`) keep their `next`
+//! words and pool counters after the occupancy bits; a claim that meets a
+//! full chain with the pool used up is decided by the scheme's second pass
+//! over such items, once every slab handed out is linked, so no invocation
+//! waits for another and refusals stay exact. The pool counters come back
+//! with each insert's counters ([`WgpuTable::slab_pool`]).
+//!
 //! Insert-or-apply folds on the GPU where one hardware atomic does it: `u32`
 //! sum, min and max, and the wrapping sums of every integer type (64-bit:
 //! a carry between the two words). Float reductions (WGSL has no `f64`, and
@@ -50,10 +58,12 @@
 //!
 //! Keys equal to a slot marker are kept out of band on the host, as on the
 //! CPU and CUDA backends. A full table refuses keys exactly: a key that
-//! finds no free slot within the probe limit is reported at every batch
-//! position that holds it. Every loop is bounded by the probe limit.
+//! finds no free slot within the probe limit (the slab list: in its chain,
+//! with the pool used up) is reported at every batch position that holds
+//! it. Every loop is bounded by the probe limit or the table's size.
 
 mod gpu;
+mod slab_list;
 
 use std::collections::hash_map::Entry;
 use std::collections::HashMap;
@@ -72,7 +82,9 @@ use crate::{Device, Error, Result};
 
 pub use self::gpu::{
     adapter_info, adapters, offers_atomics64, scheme_source, shader_source, Variant, BULK_SOURCE, COMMON_SOURCE, LINEAR_SOURCE, LINEAR_WIDE_SOURCE, SCHEMES,
+    SLAB_LIST_SOURCE,
 };
+pub use self::slab_list::SlabPool;
 /// The wgpu crate this backend is built on, for callers who create the
 /// buffers of [`WgpuTable::find_buffers`] and the like.
 pub use wgpu;
@@ -160,7 +172,8 @@ struct Cache([Option<wgpu::Buffer>; Role::COUNT]);
 struct Slots {
     gpu: Arc<Gpu>,
     buffer: wgpu::Buffer,
-    /// One bit per slot: set once the slot is not EMPTY (16-byte slots).
+    /// One bit per slot: set once the slot is not EMPTY (16-byte slots);
+    /// then the scheme's words, if any (`slab_list::aux_words`).
     occupied: wgpu::Buffer,
     variant: Variant,
     probe: ProbeParams,
@@ -168,6 +181,8 @@ struct Slots {
     live: u64,
     /// Erased slots not yet reclaimed.
     tombstones: u64,
+    /// The slab list's pool, read back with the counters of each call.
+    pool: Option<SlabPool>,
     cache: Mutex<Cache>,
 }
 
@@ -180,11 +195,13 @@ struct Counters {
     listed: u32,
     /// Out-of-band keys an erase met (bit 1 EMPTY, bit 2 TOMBSTONE).
     specials: u32,
+    /// The slab list's pool counters (handed out, linked), read with them.
+    pool: Option<[u32; 2]>,
 }
 
 impl Counters {
     fn from_words(w: &[u32]) -> Self {
-        Counters { count: w[0], listed: w[1], specials: w[2] }
+        Counters { count: w[0], listed: w[1], specials: w[2], pool: None }
     }
 }
 
@@ -204,9 +221,11 @@ impl Slots {
             return Err(Error::OutOfMemory { bytes, device: gpu.name() });
         }
         let buffer = gpu.storage("gpuhash slots", bytes, wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST).await?;
-        let occupied = gpu.storage("gpuhash occupied", config.slots.div_ceil(32) * 4, wgpu::BufferUsages::COPY_DST).await?;
+        let words = config.slots.div_ceil(32) + slab_list::aux_words(variant.scheme, buckets);
+        let occupied = gpu.storage("gpuhash occupied", words * 4, wgpu::BufferUsages::COPY_DST | wgpu::BufferUsages::COPY_SRC).await?;
         let probe = ProbeParams { buckets, seed: config.seed, limit: config.max_probe_buckets.clamp(1, buckets) };
-        let mut s = Slots { gpu, buffer, occupied, variant, probe, live: 0, tombstones: 0, cache: Mutex::default() };
+        let pool = (variant.scheme == Scheme::SlabList).then(|| SlabPool::from_words(buckets, [0, 0]));
+        let mut s = Slots { gpu, buffer, occupied, variant, probe, live: 0, tombstones: 0, pool, cache: Mutex::default() };
         s.reset().await?;
         Ok(s)
     }
@@ -274,6 +293,7 @@ impl Slots {
         w.finish().await?;
         self.live = 0;
         self.tombstones = 0;
+        self.pool = self.pool.map(|_| SlabPool::from_words(self.probe.buckets, [0, 0]));
         Ok(())
     }
 
@@ -374,7 +394,7 @@ impl Slots {
             match &dedupe {
                 None => {
                     let kernel = if v.atomics64 { Kernel::InsertWide } else { Kernel::InsertDirect };
-                    w.dispatch(kernel, p, &b).await?;
+                    self.dispatch_passes(w, kernel, p, &b).await?;
                     if mode == MODE_APPLY {
                         w.dispatch(Kernel::Fold, p, &b).await?;
                     }
@@ -382,12 +402,21 @@ impl Slots {
                 Some(d) => {
                     w.clear_range(d, dedupe_entries(len) as u64 * 4);
                     for k in [Kernel::Dedupe, Kernel::LocateReps, Kernel::ClaimReps, Kernel::Settle] {
-                        w.dispatch(k, p, &b).await?;
+                        self.dispatch_passes(w, k, p, &b).await?;
                     }
                 }
             }
         }
         Ok(())
+    }
+
+    /// Records `kernel`, then the scheme's second pass after it, if any.
+    async fn dispatch_passes(&self, w: &mut Work<'_>, kernel: Kernel, p: Params, b: &Bindings<'_>) -> Result<()> {
+        w.dispatch(kernel, p, b).await?;
+        match slab_list::second_pass(self.variant.scheme, kernel) {
+            Some(second) => w.dispatch(second, p, b).await,
+            None => Ok(()),
+        }
     }
 
     /// Records an erase of `n` keys: counters[0] the keys erased, counters[2]
@@ -416,11 +445,35 @@ impl Slots {
         Ok(())
     }
 
-    /// Submits `w` after copying the counters back, and reads them.
+    /// Submits `w` after copying the counters back (with the slab list's
+    /// pool counters), and reads them.
     async fn finish_counters(&self, mut w: Work<'_>, counters: &wgpu::Buffer) -> Result<Counters> {
-        let staging = self.cached(Role::Staging, COUNTER_BYTES).await?;
+        let staging = self.cached(Role::Staging, COUNTER_BYTES + 8).await?;
         w.copy(counters, &staging, COUNTER_BYTES);
-        Ok(Counters::from_words(&w.finish_and_read(&staging, 4).await?))
+        if self.pool.is_some() {
+            w.copy_range(&self.occupied, self.aux_offset() + self.probe.buckets * 4, &staging, COUNTER_BYTES, 8);
+        }
+        let extra = if self.pool.is_some() { 2 } else { 0 };
+        let words = w.finish_and_read(&staging, (COUNTER_BYTES / 4) as usize + extra).await?;
+        let mut c = Counters::from_words(&words);
+        if self.pool.is_some() {
+            c.pool = Some([words[4], words[5]]);
+        }
+        Ok(c)
+    }
+
+    /// Byte offset of the scheme's words in `occupied`: after one bit per slot.
+    fn aux_offset(&self) -> u64 {
+        self.slots().div_ceil(32) * 4
+    }
+
+    /// The slab list's `next` words, one per slab, read back.
+    async fn read_next(&self) -> Result<Vec<u32>> {
+        let bytes = self.probe.buckets * 4;
+        let staging = self.gpu.staging(bytes).await?;
+        let mut w = self.gpu.work(self.variant).await?;
+        w.copy_range(&self.occupied, self.aux_offset(), &staging, 0, bytes);
+        w.finish_and_read(&staging, self.probe.buckets as usize).await
     }
 
     /// The first `len` entries of a flags list, sorted (batch order), read
@@ -591,6 +644,14 @@ impl<K: Key, V: Value> WgpuTable<K, V> {
         pollster::block_on(self.slots.reserve(n))
     }
 
+    /// A slab-list table's pool as its last insert left it (`None` for
+    /// other schemes): the host's copy of the pool counters, read back with
+    /// each insert's counters. Once a call returns, every slab handed out
+    /// is linked into a chain.
+    pub fn slab_pool(&self) -> Option<SlabPool> {
+        self.slots.pool
+    }
+
     /// The find specials parameter: which out-of-band keys are stored, and their values.
     fn special_params(&self) -> (u32, [u64; 2]) {
         let bits = self.specials.iter().enumerate().map(|(i, s)| (s.is_some() as u32) << i).sum();
@@ -663,6 +724,10 @@ impl<K: Key, V: Value> WgpuTable<K, V> {
         let mut w = s.gpu.work(s.variant).await?;
         s.record_insert(&mut w, keys, values, n, code, op, V::KIND, &list, &counters).await?;
         let c = s.finish_counters(w, &counters).await?;
+        if let Some(words) = c.pool {
+            self.slots.pool = Some(SlabPool::from_words(self.slots.probe.buckets, words));
+        }
+        let s = &self.slots;
         let listed = s.read_list(&list, c.listed).await?;
         let (mut failed, mut specials) = (Vec::new(), Vec::new());
         for e in listed {
@@ -1001,7 +1066,10 @@ impl<K: Key, V: Value> WgpuTable<K, V> {
     /// [`Backend::rehash`], awaiting the GPU.
     pub async fn rehash_async(&mut self, slots: u64) -> Result<()> {
         let config = Config { slots, ..self.config };
-        let pairs = self.slots.pairs().await?;
+        let mut pairs = self.slots.pairs().await?;
+        if self.slots.pool.is_some() {
+            pairs = slab_list::spread(&pairs);
+        }
         // The new slots are allocated before anything changes; the old ones
         // stay the table's until every key has found a place.
         let fresh = Slots::new(self.slots.gpu.clone(), &config, self.slots.variant).await?;
@@ -1044,6 +1112,11 @@ impl<K: Key, V: Value> WgpuTable<K, V> {
 
     async fn displacement_async(&self) -> Result<(u64, u64)> {
         let spb = (BUCKET_BYTES / self.slots.variant.slot_bytes) as u64;
+        if self.slots.pool.is_some() {
+            // Slabs past the head of the key's chain, as on the CPU.
+            let next = self.slots.read_next().await?;
+            return Ok(slab_list::displacement(&next, spb, &self.slots.pairs().await?));
+        }
         let p = self.slots.probe;
         Ok(self.slots.pairs().await?.into_iter().fold((0, 0), |(sum, max), (s, k, _)| {
             let d = p.displacement(k, s / spb);
