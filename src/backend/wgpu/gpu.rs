@@ -31,6 +31,8 @@ pub(crate) const WORKGROUP: u32 = 256;
 pub const COMMON_SOURCE: &str = include_str!("../../../kernels/wgsl/common.wgsl");
 /// The linear scheme's probe sequence and claims (`kernels/wgsl/linear.wgsl`).
 pub const LINEAR_SOURCE: &str = include_str!("../../../kernels/wgsl/linear.wgsl");
+/// The cuckoo scheme's candidates, stash and placement (`kernels/wgsl/cuckoo.wgsl`).
+pub const CUCKOO_SOURCE: &str = include_str!("../../../kernels/wgsl/cuckoo.wgsl");
 /// The bulk operations' entry points (`kernels/wgsl/bulk.wgsl`).
 pub const BULK_SOURCE: &str = include_str!("../../../kernels/wgsl/bulk.wgsl");
 
@@ -43,13 +45,14 @@ pub(crate) const SPECIAL_BIT: u32 = 1 << 31;
 /// The schemes this backend implements: each is one WGSL module (its probe
 /// sequence and claims, and any entry points of its own) between the shared
 /// code and the bulk entry points.
-pub const SCHEMES: [Scheme; 1] = [Scheme::Linear];
+pub const SCHEMES: [Scheme; 2] = [Scheme::Linear, Scheme::Cuckoo];
 
 /// The scheme's own WGSL (`kernels/wgsl/<scheme>.wgsl`), or `None` for a
 /// scheme this backend does not implement.
 pub fn scheme_source(scheme: Scheme) -> Option<&'static str> {
     match scheme {
         Scheme::Linear => Some(LINEAR_SOURCE),
+        Scheme::Cuckoo => Some(CUCKOO_SOURCE),
         _ => None,
     }
 }
@@ -136,6 +139,9 @@ pub fn shader_source(v: Variant) -> String {
     ] {
         def(&format!("GH_KIND_{name}"), kind.code() as u64);
     }
+    if v.scheme == Scheme::Cuckoo {
+        c += &super::cuckoo::wgsl_constants(v.slot_bytes);
+    }
     let scheme = scheme_source(v.scheme).expect("a variant's scheme is one of SCHEMES");
     format!("{header}{c}\n{COMMON_SOURCE}\n{scheme}\n{BULK_SOURCE}")
 }
@@ -159,6 +165,11 @@ pub(crate) enum Kernel {
     Settle,
     EraseLocate,
     EraseBury,
+    // Scheme::Cuckoo's own.
+    CollectPending,
+    EvictSerial,
+    Relocate,
+    EraseFree,
 }
 
 impl Kernel {
@@ -180,9 +191,28 @@ impl Kernel {
     /// scheme's own; pipelines are compiled and found in this order.
     fn of(scheme: Scheme) -> &'static [Kernel] {
         match scheme {
+            Scheme::Cuckoo => &Kernel::CUCKOO,
             _ => &Kernel::BULK,
         }
     }
+
+    const CUCKOO: [Kernel; 15] = [
+        Kernel::FillEmpty,
+        Kernel::Find,
+        Kernel::InsertDirect,
+        Kernel::Fold,
+        Kernel::EraseDirect,
+        Kernel::Dedupe,
+        Kernel::LocateReps,
+        Kernel::ClaimReps,
+        Kernel::Settle,
+        Kernel::EraseLocate,
+        Kernel::EraseBury,
+        Kernel::CollectPending,
+        Kernel::EvictSerial,
+        Kernel::Relocate,
+        Kernel::EraseFree,
+    ];
 
     fn entry(self) -> &'static str {
         match self {
@@ -197,6 +227,10 @@ impl Kernel {
             Kernel::Settle => "settle",
             Kernel::EraseLocate => "erase_locate",
             Kernel::EraseBury => "erase_bury",
+            Kernel::CollectPending => "collect_pending",
+            Kernel::EvictSerial => "evict_serial",
+            Kernel::Relocate => "relocate",
+            Kernel::EraseFree => "erase_free",
         }
     }
 }
