@@ -16,7 +16,8 @@ pub enum Device {
     /// discrete or integrated GPU if there is one, else a CPU implementation
     /// such as Mesa's lavapipe. [`gpuhash::backend::wgpu::adapters`](crate::backend::wgpu)
     /// lists what wgpu finds. Implements [`Scheme::Linear`](crate::Scheme::Linear)
-    /// only so far (needs the `wgpu` feature, on by default).
+    /// and [`Scheme::Cuckoo`](crate::Scheme::Cuckoo) so far (needs the `wgpu`
+    /// feature, on by default).
     Wgpu,
     /// The wgpu adapter with this index in
     /// [`gpuhash::backend::wgpu::adapters`](crate::backend::wgpu), to pick
@@ -40,7 +41,8 @@ impl Device {
     /// [`Error::Unsupported`] for a scheme its backend does not implement.
     /// Every scheme runs on the CPU; CUDA runs all but
     /// [`Scheme::SlabList`](crate::Scheme::SlabList); wgpu runs
-    /// [`Scheme::Linear`](crate::Scheme::Linear) only so far.
+    /// [`Scheme::Linear`](crate::Scheme::Linear) and
+    /// [`Scheme::Cuckoo`](crate::Scheme::Cuckoo) so far.
     pub fn check_scheme(self, scheme: crate::Scheme) -> Result<(), Error> {
         self.check_available()?;
         match self {

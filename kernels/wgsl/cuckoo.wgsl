@@ -9,6 +9,9 @@
 //
 //   [ occupancy bits | lock bits: bucket 0..B-1, stash | stash mask ]
 //
+// (src/core/cuckoo.rs FlatAux's layout, in 32-bit words; the lock bits are
+// reserved for parallel eviction rounds and unused so far.)
+//
 // Every insert goes through representatives (bulk.wgsl's dedupe path, for
 // 8-byte slots too), so each distinct key of a batch has one invocation:
 //
@@ -16,8 +19,8 @@
 //            taken by its occupancy bit. Nothing moves, so a lookup in the
 //            same phase is exact.
 //   phase 2  collect_pending lists the representatives left without a
-//            slot; evict_serial (one invocation, a bounded number of keys
-//            per dispatch) places them as the CPU does: an EMPTY candidate
+//            slot; evict_serial (one workgroup, its invocations in turn,
+//            one key each per dispatch) places them as the CPU does: an EMPTY candidate
 //            slot, else an eviction path applied last move first (every
 //            key is in some slot at every moment), else a stash slot, else
 //            the key is refused; relocate then looks the batch's keys up
@@ -237,11 +240,6 @@ fn walk_word(k: vec2<u32>, step: u32) -> vec2<u32> {
 }
 
 // The first EMPTY slot of bucket `b` (0..GH_SLOTS_PER_BUCKET), or GH_NONE.
-//
-// The functions the serial phase calls in a loop return only at their end
-// and initialise their variables by assignment: with an early return from
-// inside a loop, or a constant initialiser, lavapipe lost moves once one
-// invocation placed several keys (one key per invocation was exact).
 fn first_empty(b: u32) -> u32 {
     var found: u32;
     found = GH_NONE;
@@ -342,7 +340,9 @@ fn walk(k: vec2<u32>, xc: array<u32, 3>) -> Path {
 }
 
 // Places key `k` (absent, with no free candidate slot when phase 1 ran)
-// as the CPU's insert does, run by one invocation alone: an EMPTY
+// as the CPU's insert does, run by one invocation alone (no other one
+// reads or writes slots meanwhile; its reads see every earlier key's
+// moves): an EMPTY
 // candidate slot, else an eviction path of at most `limit` moves, else a
 // stash slot. Returns the slot, or GH_NONE (the table is unchanged).
 fn place(k: vec2<u32>, v: vec2<u32>) -> u32 {

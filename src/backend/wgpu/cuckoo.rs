@@ -9,9 +9,11 @@ use super::gpu::{Bindings, Kernel, Params, Work};
 use crate::core::cuckoo::{candidate, choices, stash_buckets, MAX_EVICTIONS, SALTS, STASH_PAIRS, WALK_SALT, WALK_STEP_MUL};
 use crate::Result;
 
-/// Keys one invocation places per dispatch in the serial phase: short
-/// dispatches, whatever the batch (a driver may stop a long one), and few
-/// of them per batch.
+/// Keys one dispatch of the serial phase places at most: one per
+/// invocation of its single workgroup, in turn (an invocation that placed
+/// several keys in one dispatch lost moves on lavapipe). Dispatches stay
+/// short whatever the batch, and a chunk of `n` items records
+/// `n / SERIAL_KEYS` of them, which return at once when no key is left.
 const SERIAL_KEYS: u32 = super::gpu::WORKGROUP;
 
 /// Scratch words the placement phase uses before its list of keys (count,
@@ -49,16 +51,14 @@ pub(super) fn occupied_words(slots: u64, buckets: u64) -> u64 {
 
 /// Records the second phase of an insert chunk, after `claim_reps`: the
 /// representatives left without a slot are listed in `scratch` (the
-/// de-duplication table, done with by then), placed by one invocation
-/// (a bounded number per dispatch; enough dispatches for every item of
-/// the chunk), and every representative's slot is looked up again if a
-/// path moved keys.
+/// de-duplication table, done with by then), placed one at a time
+/// ([`SERIAL_KEYS`] per dispatch; enough dispatches for every item of the
+/// chunk), and every representative's slot is looked up again if a path
+/// moved keys.
 pub(super) async fn record_placement(w: &mut Work<'_>, scratch: &wgpu::Buffer, p: Params, b: &Bindings<'_>) -> Result<()> {
     w.clear_range(scratch, SCRATCH_HEADER as u64 * 4);
     w.dispatch(Kernel::CollectPending, p, b).await?;
-    for _ in 0..p.n.div_ceil(SERIAL_KEYS) {
-        w.dispatch(Kernel::EvictSerial, Params { n: 1, ..p }, b).await?;
-    }
+    w.dispatch_times(Kernel::EvictSerial, Params { n: 1, ..p }, b, p.n.div_ceil(SERIAL_KEYS)).await?;
     w.dispatch(Kernel::Relocate, p, b).await
 }
 

@@ -597,7 +597,13 @@ impl Gpu {
 impl Work<'_> {
     /// Records `kernel` over `p.n` items (nothing when there are none).
     pub(crate) async fn dispatch(&mut self, kernel: Kernel, p: Params, b: &Bindings<'_>) -> Result<()> {
-        if p.n == 0 {
+        self.dispatch_times(kernel, p, b, 1).await
+    }
+
+    /// Records `kernel` over `p.n` items `times` times in a row, in one
+    /// pass with one binding (each dispatch sees the previous one's writes).
+    pub(crate) async fn dispatch_times(&mut self, kernel: Kernel, p: Params, b: &Bindings<'_>, times: u32) -> Result<()> {
+        if p.n == 0 || times == 0 {
             return Ok(());
         }
         let gpu = self.gpu;
@@ -664,7 +670,9 @@ impl Work<'_> {
             self.encoder.begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some(kernel.entry()), timestamp_writes: None });
         pass.set_pipeline(pipeline);
         pass.set_bind_group(0, &bind, &[]);
-        pass.dispatch_workgroups(groups, 1, 1);
+        for _ in 0..times {
+            pass.dispatch_workgroups(groups, 1, 1);
+        }
         Ok(())
     }
 
@@ -786,6 +794,19 @@ impl Future for Mapping {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Pipelines are found by position: every module lists the bulk entry
+    /// points first, then its own, each once.
+    #[test]
+    fn scheme_modules_list_the_bulk_entry_points_first() {
+        for s in SCHEMES {
+            let all = Kernel::of(s);
+            assert_eq!(&all[..Kernel::BULK.len()], &Kernel::BULK[..], "{s}");
+            for (i, k) in all.iter().enumerate() {
+                assert!(!all[..i].contains(k), "{s}: {k:?} listed twice");
+            }
+        }
+    }
 
     /// Runs without an adapter: both modules parse and validate with no
     /// optional capability (no 64-bit integers or atomics, no f64: the
