@@ -388,6 +388,19 @@ fn place(k: vec2<u32>, v: vec2<u32>) -> u32 {
     return at;
 }
 
+// The workgroup counts of the n serial dispatches that follow (indirect,
+// 3 words each): dispatch j runs its workgroup only if listed keys are left
+// for it, so those past the list cost no execution.
+@compute @workgroup_size(256)
+fn serial_args(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let count = atomicLoad(&scratch[PENDING_COUNT]);
+    for (var j = gid.x; j < params.n; j += params.stride) {
+        out[3u * j] = select(0u, 1u, count > j * GH_CUCKOO_SERIAL_KEYS);
+        out[3u * j + 1u] = 1u;
+        out[3u * j + 2u] = 1u;
+    }
+}
+
 // Where this dispatch's share of the list starts and ends.
 var<workgroup> wg_start: u32;
 var<workgroup> wg_end: u32;

@@ -5,15 +5,15 @@
 //! candidates. Candidates and stash are the CPU's ([`crate::core::cuckoo`]),
 //! so lookups agree with it; which slot a key takes may differ.
 
-use super::gpu::{Bindings, Kernel, Params, Work};
+use super::gpu::{Bindings, Kernel, Params, Range, Work};
 use crate::core::cuckoo::{candidate, choices, stash_buckets, MAX_EVICTIONS, SALTS, STASH_PAIRS, WALK_SALT, WALK_STEP_MUL};
 use crate::Result;
 
 /// Keys one dispatch of the serial phase places at most: one per
 /// invocation of its single workgroup, in turn (an invocation that placed
 /// several keys in one dispatch lost moves on lavapipe). Dispatches stay
-/// short whatever the batch, and a chunk of `n` items records
-/// `n / SERIAL_KEYS` of them, which return at once when no key is left.
+/// short whatever the batch; a chunk of `n` items records `n / SERIAL_KEYS`
+/// of them, indirect, and those past the keys left run no workgroup.
 const SERIAL_KEYS: u32 = super::gpu::WORKGROUP;
 
 /// Scratch words the placement phase uses before its list of keys (count,
@@ -55,11 +55,25 @@ pub(super) fn occupied_words(slots: u64, buckets: u64) -> u64 {
 /// ([`SERIAL_KEYS`] per dispatch; enough dispatches for every item of the
 /// chunk), and every representative's slot is looked up again if a path
 /// moved keys.
-pub(super) async fn record_placement(w: &mut Work<'_>, scratch: &wgpu::Buffer, p: Params, b: &Bindings<'_>) -> Result<()> {
+pub(super) async fn record_placement(
+    w: &mut Work<'_>,
+    scratch: &wgpu::Buffer,
+    args: &wgpu::Buffer,
+    p: Params,
+    b: &Bindings<'_>,
+) -> Result<()> {
+    let serial = p.n.div_ceil(SERIAL_KEYS);
     w.clear_range(scratch, SCRATCH_HEADER as u64 * 4);
     w.dispatch(Kernel::CollectPending, p, b).await?;
-    w.dispatch_times(Kernel::EvictSerial, Params { n: 1, ..p }, b, p.n.div_ceil(SERIAL_KEYS)).await?;
+    let to_args = Bindings { out: Some(Range::items(args, 0, serial as usize * 3, 1)), ..*b };
+    w.dispatch(Kernel::SerialArgs, Params { n: serial, ..p }, &to_args).await?;
+    w.dispatch_times(Kernel::EvictSerial, Params { n: 1, ..p }, b, serial, Some(args)).await?;
     w.dispatch(Kernel::Relocate, p, b).await
+}
+
+/// Bytes of the indirect arguments of a chunk of `n` items' serial dispatches.
+pub(super) fn args_bytes(n: usize) -> u64 {
+    n.div_ceil(SERIAL_KEYS as usize) as u64 * 12
 }
 
 /// Where `key` in `slot` sits: the index of its candidate bucket, or the

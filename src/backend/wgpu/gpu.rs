@@ -167,6 +167,7 @@ pub(crate) enum Kernel {
     EraseBury,
     // Scheme::Cuckoo's own.
     CollectPending,
+    SerialArgs,
     EvictSerial,
     Relocate,
     EraseFree,
@@ -196,7 +197,7 @@ impl Kernel {
         }
     }
 
-    const CUCKOO: [Kernel; 15] = [
+    const CUCKOO: [Kernel; 16] = [
         Kernel::FillEmpty,
         Kernel::Find,
         Kernel::InsertDirect,
@@ -209,6 +210,7 @@ impl Kernel {
         Kernel::EraseLocate,
         Kernel::EraseBury,
         Kernel::CollectPending,
+        Kernel::SerialArgs,
         Kernel::EvictSerial,
         Kernel::Relocate,
         Kernel::EraseFree,
@@ -228,6 +230,7 @@ impl Kernel {
             Kernel::EraseLocate => "erase_locate",
             Kernel::EraseBury => "erase_bury",
             Kernel::CollectPending => "collect_pending",
+            Kernel::SerialArgs => "serial_args",
             Kernel::EvictSerial => "evict_serial",
             Kernel::Relocate => "relocate",
             Kernel::EraseFree => "erase_free",
@@ -597,12 +600,21 @@ impl Gpu {
 impl Work<'_> {
     /// Records `kernel` over `p.n` items (nothing when there are none).
     pub(crate) async fn dispatch(&mut self, kernel: Kernel, p: Params, b: &Bindings<'_>) -> Result<()> {
-        self.dispatch_times(kernel, p, b, 1).await
+        self.dispatch_times(kernel, p, b, 1, None).await
     }
 
     /// Records `kernel` over `p.n` items `times` times in a row, in one
     /// pass with one binding (each dispatch sees the previous one's writes).
-    pub(crate) async fn dispatch_times(&mut self, kernel: Kernel, p: Params, b: &Bindings<'_>, times: u32) -> Result<()> {
+    /// With `indirect`, dispatch `j` takes its workgroup counts from words
+    /// `3j..3j + 3` of that buffer instead (written by earlier work).
+    pub(crate) async fn dispatch_times(
+        &mut self,
+        kernel: Kernel,
+        p: Params,
+        b: &Bindings<'_>,
+        times: u32,
+        indirect: Option<&wgpu::Buffer>,
+    ) -> Result<()> {
         if p.n == 0 || times == 0 {
             return Ok(());
         }
@@ -670,8 +682,11 @@ impl Work<'_> {
             self.encoder.begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some(kernel.entry()), timestamp_writes: None });
         pass.set_pipeline(pipeline);
         pass.set_bind_group(0, &bind, &[]);
-        for _ in 0..times {
-            pass.dispatch_workgroups(groups, 1, 1);
+        for j in 0..times {
+            match indirect {
+                Some(args) => pass.dispatch_workgroups_indirect(args, j as u64 * 12),
+                None => pass.dispatch_workgroups(groups, 1, 1),
+            }
         }
         Ok(())
     }

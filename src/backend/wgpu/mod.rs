@@ -125,10 +125,12 @@ enum Role {
     Dedupe,
     /// Read-back buffer.
     Staging,
+    /// Workgroup counts of indirect dispatches (cuckoo inserts).
+    Indirect,
 }
 
 impl Role {
-    const COUNT: usize = 7;
+    const COUNT: usize = 8;
     fn usage(self) -> wgpu::BufferUsages {
         use wgpu::BufferUsages as U;
         match self {
@@ -136,6 +138,7 @@ impl Role {
             Role::Out | Role::Flags => U::STORAGE | U::COPY_SRC,
             Role::Counters => U::STORAGE | U::COPY_SRC | U::COPY_DST,
             Role::Staging => U::MAP_READ | U::COPY_DST,
+            Role::Indirect => U::STORAGE | U::INDIRECT,
         }
     }
 }
@@ -356,6 +359,10 @@ impl Slots {
         } else {
             Some(self.cached(Role::Dedupe, dedupe_entries(per_chunk) as u64 * 4).await?)
         };
+        let args = match v.scheme {
+            Scheme::Cuckoo => Some(self.cached(Role::Indirect, cuckoo::args_bytes(per_chunk)).await?),
+            _ => None,
+        };
         w.clear_range(counters, COUNTER_BYTES);
         for (first, len) in self.chunks(n) {
             let b = Bindings {
@@ -387,8 +394,8 @@ impl Slots {
                     for k in [Kernel::Dedupe, Kernel::LocateReps, Kernel::ClaimReps] {
                         w.dispatch(k, p, &b).await?;
                     }
-                    if v.scheme == Scheme::Cuckoo {
-                        cuckoo::record_placement(w, d, p, &b).await?;
+                    if let Some(args) = &args {
+                        cuckoo::record_placement(w, d, args, p, &b).await?;
                     }
                     w.dispatch(Kernel::Settle, p, &b).await?;
                 }
@@ -460,6 +467,9 @@ impl Slots {
         self.cached(Role::Staging, (n as u64 * 4).min(LIST_PIECE)).await?;
         if !self.direct() {
             self.cached(Role::Dedupe, dedupe_entries(c as usize) as u64 * 4).await?;
+        }
+        if self.variant.scheme == Scheme::Cuckoo {
+            self.cached(Role::Indirect, cuckoo::args_bytes(c as usize)).await?;
         }
         Ok(())
     }
