@@ -15,9 +15,10 @@ pub enum Device {
     /// The default wgpu adapter (Vulkan, Metal, DX12 or browser WebGPU): a
     /// discrete or integrated GPU if there is one, else a CPU implementation
     /// such as Mesa's lavapipe. [`gpuhash::backend::wgpu::adapters`](crate::backend::wgpu)
-    /// lists what wgpu finds. Implements [`Scheme::Linear`](crate::Scheme::Linear)
-    /// and [`Scheme::SlabList`](crate::Scheme::SlabList) so far (needs the
-    /// `wgpu` feature, on by default).
+    /// lists what wgpu finds. Implements [`Scheme::Linear`](crate::Scheme::Linear),
+    /// [`Scheme::SlabList`](crate::Scheme::SlabList) and
+    /// [`Scheme::Cuckoo`](crate::Scheme::Cuckoo) so far (needs the `wgpu`
+    /// feature, on by default).
     Wgpu,
     /// The wgpu adapter with this index in
     /// [`gpuhash::backend::wgpu::adapters`](crate::backend::wgpu), to pick
@@ -41,8 +42,9 @@ impl Device {
     /// [`Error::Unsupported`] for a scheme its backend does not implement.
     /// Every scheme runs on the CPU; CUDA runs all but
     /// [`Scheme::SlabList`](crate::Scheme::SlabList); wgpu runs
-    /// [`Scheme::Linear`](crate::Scheme::Linear) and
-    /// [`Scheme::SlabList`](crate::Scheme::SlabList) so far.
+    /// [`Scheme::Linear`](crate::Scheme::Linear),
+    /// [`Scheme::SlabList`](crate::Scheme::SlabList) and
+    /// [`Scheme::Cuckoo`](crate::Scheme::Cuckoo).
     pub fn check_scheme(self, scheme: crate::Scheme) -> Result<(), Error> {
         self.check_available()?;
         match self {

@@ -2,7 +2,7 @@
 //! machine without a GPU). Without an adapter each test prints
 //! `skipped: no wgpu adapter (...)`; set `GPUHASH_REQUIRE_WGPU=1` to make
 //! that a failure instead (CI does). The wgpu backend implements
-//! `Scheme::Linear` and `Scheme::SlabList`.
+//! `Scheme::Linear`, `Scheme::SlabList` and `Scheme::Cuckoo`.
 
 #[macro_use]
 mod common;
@@ -14,6 +14,7 @@ conformance_suite!(wgpu_linear, Device::Wgpu, Scheme::Linear);
 // 16-byte slots then elect representatives instead of claiming keys whole.
 conformance_suite!(wgpu_linear_portable, Device::Wgpu, Scheme::Linear, wgpu_portable);
 conformance_suite!(wgpu_slab_list, Device::Wgpu, Scheme::SlabList);
+conformance_suite!(wgpu_cuckoo, Device::Wgpu, Scheme::Cuckoo);
 
 use common::{distinct_keys, usable, Ctx, Target, TestValue};
 use gpuhash::{HashTable, Key};
@@ -78,8 +79,8 @@ fn adapters_by_index() {
     let past = Device::WgpuAdapter(found.len());
     assert!(matches!(past.check_available(), Err(gpuhash::Error::Unavailable { .. })), "{past}");
     assert!(matches!(HashTable::<u32, u32>::new(past, 64), Err(gpuhash::Error::Unavailable { .. })), "{past}");
-    let r = HashTable::<u32, u32>::builder().device(Device::Wgpu).scheme(Scheme::Cuckoo).build::<u32, u32>();
-    assert!(matches!(r, Err(gpuhash::Error::Unsupported(_))), "cuckoo on wgpu: {r:?}");
+    let r = HashTable::<u32, u32>::builder().device(Device::Wgpu).scheme(Scheme::TwoLevel).build::<u32, u32>();
+    assert!(matches!(r, Err(gpuhash::Error::Unsupported(_))), "two-level on wgpu: {r:?}");
 }
 
 /// Schemes the wgpu backend does not implement yet (Robin Hood) are

@@ -47,6 +47,10 @@ pub const SALTS: [u64; MAX_CHOICES] = [0x243f_6a88_85a3_08d3, 0x1319_8a2e_0370_7
 /// Salt of the eviction walk's choices (which resident moves, and where).
 pub const WALK_SALT: u64 = 0x082e_fa98_ec4e_6c89;
 
+/// Multiplier spreading the step number of an eviction walk over the key
+/// (the golden ratio in 64 bits), so each step draws a fresh word.
+pub const WALK_STEP_MUL: u64 = 0x9e37_79b9_7f4a_7c15;
+
 /// Salt of the per-region seeds of the two-level scheme.
 pub const REGION_SALT: u64 = 0x4528_21e6_38d0_1377;
 
@@ -111,7 +115,7 @@ pub const fn candidate(key: u64, seed: u64, j: usize, n: u64) -> u64 {
 /// The random word steering step `step` of `key`'s eviction walk.
 #[inline(always)]
 pub const fn walk_word(key: u64, seed: u64, step: u64) -> u64 {
-    mix64(key ^ step.wrapping_mul(0x9e37_79b9_7f4a_7c15), seed ^ WALK_SALT)
+    mix64(key ^ step.wrapping_mul(WALK_STEP_MUL), seed ^ WALK_SALT)
 }
 
 /// Buckets at the end of a flat table of `buckets` buckets that form its

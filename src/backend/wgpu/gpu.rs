@@ -39,6 +39,8 @@ pub const LINEAR_SOURCE: &str = include_str!("../../../kernels/wgsl/linear.wgsl"
 pub const LINEAR_WIDE_SOURCE: &str = include_str!("../../../kernels/wgsl/linear_wide.wgsl");
 /// The slab-list scheme's chains and second passes (`kernels/wgsl/slab_list.wgsl`).
 pub const SLAB_LIST_SOURCE: &str = include_str!("../../../kernels/wgsl/slab_list.wgsl");
+/// The cuckoo scheme's candidates, stash and placement (`kernels/wgsl/cuckoo.wgsl`).
+pub const CUCKOO_SOURCE: &str = include_str!("../../../kernels/wgsl/cuckoo.wgsl");
 /// The bulk operations' entry points (`kernels/wgsl/bulk.wgsl`).
 pub const BULK_SOURCE: &str = include_str!("../../../kernels/wgsl/bulk.wgsl");
 
@@ -54,7 +56,7 @@ pub(crate) const DEFERRED: u32 = u32::MAX - 1;
 /// The schemes this backend implements: each is one WGSL module (its probe
 /// sequence and claims, and any entry points of its own) between the shared
 /// code and the bulk entry points.
-pub const SCHEMES: [Scheme; 2] = [Scheme::Linear, Scheme::SlabList];
+pub const SCHEMES: [Scheme; 3] = [Scheme::Linear, Scheme::SlabList, Scheme::Cuckoo];
 
 /// The scheme's own WGSL (`kernels/wgsl/<scheme>.wgsl`), or `None` for a
 /// scheme this backend does not implement.
@@ -62,6 +64,7 @@ pub fn scheme_source(scheme: Scheme) -> Option<&'static str> {
     match scheme {
         Scheme::Linear => Some(LINEAR_SOURCE),
         Scheme::SlabList => Some(SLAB_LIST_SOURCE),
+        Scheme::Cuckoo => Some(CUCKOO_SOURCE),
         _ => None,
     }
 }
@@ -167,6 +170,9 @@ pub fn shader_source(v: Variant) -> String {
     ] {
         def(&format!("GH_KIND_{name}"), kind.code() as u64);
     }
+    if v.scheme == Scheme::Cuckoo {
+        c += &super::cuckoo::wgsl_constants(v.slot_bytes);
+    }
     let scheme = scheme_source(v.scheme).expect("a variant's scheme is one of SCHEMES");
     let wide = if v.atomics64 { LINEAR_WIDE_SOURCE } else { "" };
     format!("{header}{c}\n{COMMON_SOURCE}\n{scheme}\n{BULK_SOURCE}\n{wide}")
@@ -198,6 +204,12 @@ pub(crate) enum Kernel {
     /// The slab list's second passes (`kernels/wgsl/slab_list.wgsl`).
     InsertDeferred,
     ClaimRepsDeferred,
+    // Scheme::Cuckoo's own.
+    CollectPending,
+    SerialArgs,
+    EvictSerial,
+    Relocate,
+    EraseFree,
 }
 
 impl Kernel {
@@ -238,9 +250,29 @@ impl Kernel {
             Scheme::Linear if v.atomics64 => &LINEAR_WIDE,
             Scheme::Linear => &LINEAR,
             Scheme::SlabList => &slab_list::KERNELS,
+            Scheme::Cuckoo => &Kernel::CUCKOO,
             _ => &Kernel::BULK,
         }
     }
+
+    const CUCKOO: [Kernel; 16] = [
+        Kernel::FillEmpty,
+        Kernel::Find,
+        Kernel::InsertDirect,
+        Kernel::Fold,
+        Kernel::EraseDirect,
+        Kernel::Dedupe,
+        Kernel::LocateReps,
+        Kernel::ClaimReps,
+        Kernel::Settle,
+        Kernel::EraseLocate,
+        Kernel::EraseBury,
+        Kernel::CollectPending,
+        Kernel::SerialArgs,
+        Kernel::EvictSerial,
+        Kernel::Relocate,
+        Kernel::EraseFree,
+    ];
 
     fn entry(self) -> &'static str {
         match self {
@@ -259,6 +291,11 @@ impl Kernel {
             Kernel::InsertWide => "insert_wide",
             Kernel::InsertDeferred => "insert_deferred",
             Kernel::ClaimRepsDeferred => "claim_reps_deferred",
+            Kernel::CollectPending => "collect_pending",
+            Kernel::SerialArgs => "serial_args",
+            Kernel::EvictSerial => "evict_serial",
+            Kernel::Relocate => "relocate",
+            Kernel::EraseFree => "erase_free",
         }
     }
 }
@@ -642,7 +679,22 @@ impl Gpu {
 impl Work<'_> {
     /// Records `kernel` over `p.n` items (nothing when there are none).
     pub(crate) async fn dispatch(&mut self, kernel: Kernel, p: Params, b: &Bindings<'_>) -> Result<()> {
-        if p.n == 0 {
+        self.dispatch_times(kernel, p, b, 1, None).await
+    }
+
+    /// Records `kernel` over `p.n` items `times` times in a row, in one
+    /// pass with one binding (each dispatch sees the previous one's writes).
+    /// With `indirect`, dispatch `j` takes its workgroup counts from words
+    /// `3j..3j + 3` of that buffer instead (written by earlier work).
+    pub(crate) async fn dispatch_times(
+        &mut self,
+        kernel: Kernel,
+        p: Params,
+        b: &Bindings<'_>,
+        times: u32,
+        indirect: Option<&wgpu::Buffer>,
+    ) -> Result<()> {
+        if p.n == 0 || times == 0 {
             return Ok(());
         }
         let gpu = self.gpu;
@@ -709,7 +761,12 @@ impl Work<'_> {
             self.encoder.begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some(kernel.entry()), timestamp_writes: None });
         pass.set_pipeline(pipeline);
         pass.set_bind_group(0, &bind, &[]);
-        pass.dispatch_workgroups(groups, 1, 1);
+        for j in 0..times {
+            match indirect {
+                Some(args) => pass.dispatch_workgroups_indirect(args, j as u64 * 12),
+                None => pass.dispatch_workgroups(groups, 1, 1),
+            }
+        }
         Ok(())
     }
 
@@ -831,6 +888,19 @@ impl Future for Mapping {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Pipelines are found by position: every module lists the bulk entry
+    /// points first, then its own, each once.
+    #[test]
+    fn scheme_modules_list_the_bulk_entry_points_first() {
+        for s in Variant::all() {
+            let all = Kernel::of(s);
+            assert_eq!(&all[..Kernel::BULK.len()], &Kernel::BULK[..], "{s:?}");
+            for (i, k) in all.iter().enumerate() {
+                assert!(!all[..i].contains(k), "{s:?}: {k:?} listed twice");
+            }
+        }
+    }
 
     /// Runs without an adapter: every module parses and validates with no
     /// optional capability (no 64-bit integers or atomics, no f64: the

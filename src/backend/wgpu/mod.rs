@@ -4,9 +4,10 @@
 //! WebGPU) and on CPU implementations such as Mesa's lavapipe.
 //!
 //! Same slot layout, hash and probe order as the CPU backend, so the CPU
-//! backend is its oracle. [`Scheme::Linear`] and [`Scheme::SlabList`] are
-//! implemented ([`SCHEMES`]); [`Device::check_scheme`] reports the others
-//! as [`Error::Unsupported`].
+//! backend is its oracle. [`Scheme::Linear`], [`Scheme::SlabList`] and
+//! [`Scheme::Cuckoo`] (the CPU's candidate buckets and stash; see
+//! `cuckoo.rs`) are implemented ([`SCHEMES`]); [`Device::check_scheme`]
+//! reports the others as [`Error::Unsupported`].
 //!
 //! **One submission per call.** A bulk call uploads its keys (or takes the
 //! caller's GPU buffers: [`WgpuTable::find_buffers`] and the like), records
@@ -21,7 +22,8 @@
 //!   compare-exchange on its key word; duplicates of a batch meet there.
 //!   Assign leaves one of the batch's values, if-absent the first placed,
 //!   and apply folds every value in with atomics.
-//! * 16-byte slots first elect one representative per distinct key of the
+//! * 16-byte slots (and every cuckoo table, whose second phase needs one
+//!   invocation per key) first elect one representative per distinct key of the
 //!   batch (a table of item indices, compared through the caller's key
 //!   array, which no one writes); representatives look their key up and
 //!   place absent ones through a one-bit-per-slot occupancy bitmap, never
@@ -62,6 +64,7 @@
 //! with the pool used up) is reported at every batch position that holds
 //! it. Every loop is bounded by the probe limit or the table's size.
 
+mod cuckoo;
 mod gpu;
 mod slab_list;
 
@@ -81,7 +84,7 @@ use crate::core::scheme::Scheme;
 use crate::{Device, Error, Result};
 
 pub use self::gpu::{
-    adapter_info, adapters, offers_atomics64, scheme_source, shader_source, Variant, BULK_SOURCE, COMMON_SOURCE, LINEAR_SOURCE, LINEAR_WIDE_SOURCE, SCHEMES,
+    adapter_info, adapters, offers_atomics64, scheme_source, shader_source, Variant, BULK_SOURCE, COMMON_SOURCE, CUCKOO_SOURCE, LINEAR_SOURCE, LINEAR_WIDE_SOURCE, SCHEMES,
     SLAB_LIST_SOURCE,
 };
 pub use self::slab_list::SlabPool;
@@ -147,10 +150,12 @@ enum Role {
     Dedupe,
     /// Read-back buffer.
     Staging,
+    /// Workgroup counts of indirect dispatches (cuckoo inserts).
+    Indirect,
 }
 
 impl Role {
-    const COUNT: usize = 7;
+    const COUNT: usize = 8;
     fn usage(self) -> wgpu::BufferUsages {
         use wgpu::BufferUsages as U;
         match self {
@@ -160,6 +165,7 @@ impl Role {
             Role::Out | Role::Flags => U::STORAGE | U::COPY_SRC,
             Role::Counters => U::STORAGE | U::COPY_SRC | U::COPY_DST,
             Role::Staging => U::MAP_READ | U::COPY_DST,
+            Role::Indirect => U::STORAGE | U::INDIRECT,
         }
     }
 }
@@ -172,8 +178,9 @@ struct Cache([Option<wgpu::Buffer>; Role::COUNT]);
 struct Slots {
     gpu: Arc<Gpu>,
     buffer: wgpu::Buffer,
-    /// One bit per slot: set once the slot is not EMPTY (16-byte slots);
-    /// then the scheme's words, if any (`slab_list::aux_words`).
+    /// One bit per slot: set once the slot is not EMPTY (16-byte slots and
+    /// cuckoo tables); then a scheme's own words (cuckoo: locks, stash mask;
+    /// slab list: `slab_list::aux_words`).
     occupied: wgpu::Buffer,
     variant: Variant,
     probe: ProbeParams,
@@ -220,8 +227,18 @@ impl Slots {
         if bytes / 4 > u32::MAX as u64 {
             return Err(Error::OutOfMemory { bytes, device: gpu.name() });
         }
+        let occupied_words = match variant.scheme {
+            Scheme::Cuckoo => {
+                // Representatives record a slot in GH_REP_SLOT's 30 bits.
+                if config.slots >= REP_SLOTS {
+                    return Err(Error::OutOfMemory { bytes, device: gpu.name() });
+                }
+                cuckoo::occupied_words(config.slots, buckets)
+            }
+            _ => config.slots.div_ceil(32),
+        };
         let buffer = gpu.storage("gpuhash slots", bytes, wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST).await?;
-        let words = config.slots.div_ceil(32) + slab_list::aux_words(variant.scheme, buckets);
+        let words = occupied_words + slab_list::aux_words(variant.scheme, buckets);
         let occupied = gpu.storage("gpuhash occupied", words * 4, wgpu::BufferUsages::COPY_DST | wgpu::BufferUsages::COPY_SRC).await?;
         let probe = ProbeParams { buckets, seed: config.seed, limit: config.max_probe_buckets.clamp(1, buckets) };
         let pool = (variant.scheme == Scheme::SlabList).then(|| SlabPool::from_words(buckets, [0, 0]));
@@ -232,6 +249,14 @@ impl Slots {
 
     fn slots(&self) -> u64 {
         self.buffer.size() / self.variant.slot_bytes as u64
+    }
+
+    /// Whether inserts claim a key's slot with one compare-exchange (8-byte
+    /// slots, or 16-byte ones with 64-bit atomics), else through
+    /// representatives. Cuckoo tables always take representatives: their
+    /// second phase places each key once.
+    fn direct(&self) -> bool {
+        (self.variant.slot_bytes == 8 || self.variant.atomics64) && self.variant.scheme != Scheme::Cuckoo
     }
 
     /// 32-bit words of a key or value field: 1 for 8-byte slots, else 2.
@@ -367,10 +392,14 @@ impl Slots {
         let v = self.variant;
         let per_chunk = self.chunk(n);
         let out = self.cached(Role::Out, per_chunk as u64 * 4).await?;
-        let dedupe = if v.slot_bytes == 8 || v.atomics64 {
+        let dedupe = if self.direct() {
             None
         } else {
             Some(self.cached(Role::Dedupe, dedupe_entries(per_chunk) as u64 * 4).await?)
+        };
+        let args = match v.scheme {
+            Scheme::Cuckoo => Some(self.cached(Role::Indirect, cuckoo::args_bytes(per_chunk)).await?),
+            _ => None,
         };
         w.clear_range(counters, COUNTER_BYTES);
         for (first, len) in self.chunks(n) {
@@ -401,9 +430,13 @@ impl Slots {
                 }
                 Some(d) => {
                     w.clear_range(d, dedupe_entries(len) as u64 * 4);
-                    for k in [Kernel::Dedupe, Kernel::LocateReps, Kernel::ClaimReps, Kernel::Settle] {
+                    for k in [Kernel::Dedupe, Kernel::LocateReps, Kernel::ClaimReps] {
                         self.dispatch_passes(w, k, p, &b).await?;
                     }
+                    if let Some(args) = &args {
+                        cuckoo::record_placement(w, d, args, p, &b).await?;
+                    }
+                    w.dispatch(Kernel::Settle, p, &b).await?;
                 }
             }
         }
@@ -424,7 +457,8 @@ impl Slots {
     async fn record_erase(&self, w: &mut Work<'_>, keys: &wgpu::Buffer, n: usize, counters: &wgpu::Buffer) -> Result<()> {
         let v = self.variant;
         let per_chunk = self.chunk(n);
-        let out = if v.slot_bytes == 8 { None } else { Some(self.cached(Role::Out, per_chunk as u64 * 4).await?) };
+        let located = v.slot_bytes != 8 || v.scheme == Scheme::Cuckoo;
+        let out = if located { Some(self.cached(Role::Out, per_chunk as u64 * 4).await?) } else { None };
         w.clear_range(counters, COUNTER_BYTES);
         for (first, len) in self.chunks(n) {
             let b = Bindings {
@@ -439,7 +473,8 @@ impl Slots {
                 // Every slot is located before any is buried: a reader
                 // never meets a two-word key half turned into a tombstone.
                 w.dispatch(Kernel::EraseLocate, self.params(len), &b).await?;
-                w.dispatch(Kernel::EraseBury, self.params(len), &b).await?;
+                let free = if v.scheme == Scheme::Cuckoo { Kernel::EraseFree } else { Kernel::EraseBury };
+                w.dispatch(free, self.params(len), &b).await?;
             }
         }
         Ok(())
@@ -502,8 +537,11 @@ impl Slots {
         self.cached(Role::Out, c * 4).await?;
         self.cached(Role::Counters, COUNTER_BYTES).await?;
         self.cached(Role::Staging, (n as u64 * 4).min(LIST_PIECE)).await?;
-        if self.variant.slot_bytes != 8 {
+        if !self.direct() {
             self.cached(Role::Dedupe, dedupe_entries(c as usize) as u64 * 4).await?;
+        }
+        if self.variant.scheme == Scheme::Cuckoo {
+            self.cached(Role::Indirect, cuckoo::args_bytes(c as usize)).await?;
         }
         Ok(())
     }
@@ -550,10 +588,16 @@ impl Slots {
 }
 
 /// Entries of the de-duplication table for `n` items: a power of two of at
-/// least twice as many, so probing always meets a free entry soon.
+/// least twice as many, so probing always meets a free entry soon, and
+/// room for the cuckoo placement's list (a header and one entry per item).
 fn dedupe_entries(n: usize) -> usize {
-    (2 * n.max(1)).next_power_of_two()
+    (2 * n.max(cuckoo::SCRATCH_HEADER)).next_power_of_two()
 }
+
+/// Slots a table whose inserts go through representatives may have: a
+/// representative's state keeps its slot in 30 bits (`GH_REP_SLOT`), two
+/// values of which are markers.
+const REP_SLOTS: u64 = (1 << 30) - 2;
 
 /// Words of `items` (keys or values), in the shaders' layout.
 fn words_of<T: bytemuck::Pod>(items: &[T]) -> &[u32] {
@@ -881,7 +925,9 @@ impl<K: Key, V: Value> WgpuTable<K, V> {
         let c = s.finish_counters(w, &counters).await?;
         let erased = c.count as u64;
         self.slots.live -= erased;
-        self.slots.tombstones += erased;
+        if self.config.scheme.erase_leaves_tombstones() {
+            self.slots.tombstones += erased;
+        }
         let mut removed = erased;
         for (i, slot) in self.specials.iter_mut().enumerate() {
             if c.specials & (1 << i) != 0 && slot.take().is_some() {
@@ -1111,7 +1157,8 @@ impl<K: Key, V: Value> WgpuTable<K, V> {
     }
 
     async fn displacement_async(&self) -> Result<(u64, u64)> {
-        let spb = (BUCKET_BYTES / self.slots.variant.slot_bytes) as u64;
+        let bytes = self.slots.variant.slot_bytes;
+        let spb = (BUCKET_BYTES / bytes) as u64;
         if self.slots.pool.is_some() {
             // Slabs past the head of the key's chain, as on the CPU.
             let next = self.slots.read_next().await?;
@@ -1119,7 +1166,10 @@ impl<K: Key, V: Value> WgpuTable<K, V> {
         }
         let p = self.slots.probe;
         Ok(self.slots.pairs().await?.into_iter().fold((0, 0), |(sum, max), (s, k, _)| {
-            let d = p.displacement(k, s / spb);
+            let d = match self.config.scheme {
+                Scheme::Cuckoo => cuckoo::displacement(k, s, p.buckets, p.seed, bytes),
+                _ => p.displacement(k, s / spb),
+            };
             (sum + d, max.max(d))
         }))
     }

@@ -1,0 +1,460 @@
+// Scheme::Cuckoo (src/backend/cpu/cuckoo.rs; src/core/cuckoo.rs for the
+// geometry): a key lives in one of GH_CUCKOO_CHOICES candidate buckets,
+// drawn over the buckets before the stash, or in the stash (the last
+// buckets, GH_CUCKOO_STASH_PAIRS slots at most). A lookup reads exactly
+// those, the stash only while its mask is not zero.
+//
+// The `occupied` binding holds, after the occupancy bits (one per slot, set
+// while the slot is not EMPTY), the scheme's words:
+//
+//   [ occupancy bits | lock bits: bucket 0..B-1, stash | stash mask ]
+//
+// (src/core/cuckoo.rs FlatAux's layout, in 32-bit words; the lock bits are
+// reserved for parallel eviction rounds and unused so far.)
+//
+// Every insert goes through representatives (bulk.wgsl's dedupe path, for
+// 8-byte slots too), so each distinct key of a batch has one invocation:
+//
+//   phase 1  locate_reps, claim_reps: a free slot of a candidate bucket,
+//            taken by its occupancy bit. Nothing moves, so a lookup in the
+//            same phase is exact.
+//   phase 2  collect_pending lists the representatives left without a
+//            slot; evict_serial (one workgroup, its invocations in turn,
+//            one key each per dispatch) places them as the CPU does: an EMPTY candidate
+//            slot, else an eviction path applied last move first (every
+//            key is in some slot at every moment), else a stash slot, else
+//            the key is refused; relocate then looks the batch's keys up
+//            again if anything moved, so settle folds into the right slots.
+//
+// Erase frees the slot (EMPTY, occupancy bit and stash bit cleared): no
+// tombstones. Lookups never stop early, so an EMPTY slot before a key in
+// its candidates hides nothing.
+
+// Scratch words of phase 2 (the dedupe table is done with by then):
+// pending count, serial cursor, "a path moved keys", then the list.
+const PENDING_COUNT: u32 = 0u;
+const PENDING_CURSOR: u32 = 1u;
+const PENDING_MOVED: u32 = 2u;
+const PENDING_LIST: u32 = 4u;
+
+// Slots of the stash: GH_CUCKOO_STASH_PAIRS, but at most a 32nd of the
+// buckets (src/core/cuckoo.rs stash_buckets).
+fn stash_buckets() -> u32 {
+    return min(params.buckets / 32u, GH_CUCKOO_STASH_PAIRS / GH_SLOTS_PER_BUCKET);
+}
+
+// Buckets candidates are drawn from; the stash follows them.
+fn main_buckets() -> u32 {
+    return params.buckets - stash_buckets();
+}
+
+fn stash_first() -> u32 {
+    return main_buckets() * GH_SLOTS_PER_BUCKET;
+}
+
+fn stash_slots() -> u32 {
+    return stash_buckets() * GH_SLOTS_PER_BUCKET;
+}
+
+// Index in `occupied` of the stash mask (bit i: stash slot i holds a pair).
+fn mask_word() -> u32 {
+    let bits = (params.buckets * GH_SLOTS_PER_BUCKET + 31u) / 32u;
+    return bits + (params.buckets + 1u + 31u) / 32u;
+}
+
+fn salt(j: u32) -> vec2<u32> {
+    if (j == 0u) {
+        return vec2<u32>(GH_CUCKOO_SALT_0_LO, GH_CUCKOO_SALT_0_HI);
+    }
+    if (j == 1u) {
+        return vec2<u32>(GH_CUCKOO_SALT_1_LO, GH_CUCKOO_SALT_1_HI);
+    }
+    return vec2<u32>(GH_CUCKOO_SALT_2_LO, GH_CUCKOO_SALT_2_HI);
+}
+
+// Candidate bucket `j` of key `k` (src/core/cuckoo.rs candidate).
+fn candidate(k: vec2<u32>, j: u32) -> u32 {
+    return reduce_range(mix64(k, seed() ^ salt(j)), main_buckets());
+}
+
+fn is_full(k: vec2<u32>) -> bool {
+    return !all(k == EMPTY_KEY) && !all(k == vec2<u32>(GH_TOMBSTONE_KEY_LO, GH_TOMBSTONE_KEY_HI));
+}
+
+// The slot holding key `k`, or GH_NONE.
+fn find_slot(k: vec2<u32>) -> u32 {
+    for (var j = 0u; j < GH_CUCKOO_CHOICES; j += 1u) {
+        let b = candidate(k, j);
+        for (var t = 0u; t < GH_SLOTS_PER_BUCKET; t += 1u) {
+            let s = b * GH_SLOTS_PER_BUCKET + t;
+            if (all(slot_key(s) == k)) {
+                return s;
+            }
+        }
+    }
+    let mask = atomicLoad(&occupied[mask_word()]);
+    if (mask != 0u) {
+        let first = stash_first();
+        for (var i = 0u; i < stash_slots(); i += 1u) {
+            if ((mask & (1u << i)) != 0u && all(slot_key(first + i) == k)) {
+                return first + i;
+            }
+        }
+    }
+    return GH_NONE;
+}
+
+// 8-byte slots, single-word claims. The cuckoo module sends 8-byte slots
+// through representatives too (phase 2 needs one invocation per key), so
+// insert_direct does not run on its tables; this is exact all the same:
+// the key is looked up first (it may sit behind an EMPTY slot freed by an
+// erase), then claimed in candidate order with one compare-exchange, where
+// two invocations with one key meet (slots only fill while it runs).
+fn claim_direct(k: u32) -> u32 {
+    let found = find_slot(vec2<u32>(k, 0u));
+    if (found != GH_NONE) {
+        return found;
+    }
+    for (var j = 0u; j < GH_CUCKOO_CHOICES; j += 1u) {
+        let b = candidate(vec2<u32>(k, 0u), j);
+        for (var t = 0u; t < GH_SLOTS_PER_BUCKET; t += 1u) {
+            let s = b * GH_SLOTS_PER_BUCKET + t;
+            let w = s * GH_SLOT_WORDS;
+            var cur = atomicLoad(&slots[w]);
+            loop {
+                if (cur != GH_EMPTY_WORD_0) {
+                    break;
+                }
+                let r = atomicCompareExchangeWeak(&slots[w], GH_EMPTY_WORD_0, k);
+                if (r.exchanged) {
+                    atomicOr(&occupied[s >> 5u], 1u << (s & 31u));
+                    return s | GH_NEW_BIT;
+                }
+                cur = r.old_value;
+            }
+            if (cur == k) {
+                return s;
+            }
+        }
+    }
+    return GH_NONE;
+}
+
+// Places key `k`, absent and held by no other invocation, in the first
+// free slot of its candidate buckets (taken by its occupancy bit), with
+// value `v`. GH_NONE if every candidate slot is taken: phase 2 follows.
+fn claim_free(k: vec2<u32>, v: vec2<u32>) -> u32 {
+    for (var j = 0u; j < GH_CUCKOO_CHOICES; j += 1u) {
+        let b = candidate(k, j);
+        for (var t = 0u; t < GH_SLOTS_PER_BUCKET; t += 1u) {
+            let s = b * GH_SLOTS_PER_BUCKET + t;
+            if (take_slot(s)) {
+                store_pair(s, k, v);
+                return s;
+            }
+        }
+    }
+    return GH_NONE;
+}
+
+// ------------------------------------------------------------------ erase
+
+// Empties slot `s`, found holding key `k`; true for the one invocation
+// that did. The compare-exchange is on a key word where `k` differs from
+// the EMPTY key (there is one: that key is never stored in a slot).
+fn free_slot(s: u32, k: vec2<u32>) -> bool {
+    let w = s * GH_SLOT_WORDS;
+    let empty = vec4<u32>(GH_EMPTY_WORD_0, GH_EMPTY_WORD_1, GH_EMPTY_WORD_2, GH_EMPTY_WORD_3);
+    let j = select(0u, 1u, GH_FIELD_WORDS == 2u && k.x == GH_EMPTY_WORD_0);
+    var old = k[j];
+    loop {
+        if (old != k[j]) {
+            return false;
+        }
+        let r = atomicCompareExchangeWeak(&slots[w + j], k[j], empty[j]);
+        if (r.exchanged) {
+            break;
+        }
+        old = r.old_value;
+    }
+    for (var i = 0u; i < GH_SLOT_WORDS; i += 1u) {
+        if (i != j) {
+            atomicStore(&slots[w + i], empty[i]);
+        }
+    }
+    atomicAnd(&occupied[s >> 5u], ~(1u << (s & 31u)));
+    let first = stash_first();
+    if (s >= first) {
+        atomicAnd(&occupied[mask_word()], ~(1u << (s - first)));
+    }
+    return true;
+}
+
+// After erase_locate: empties the slots it found; counters[0] += keys
+// erased (duplicates of one key count once).
+@compute @workgroup_size(256)
+fn erase_free(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    var erased = 0u;
+    let total = rounds();
+    for (var r = 0u; r < total; r += 1u) {
+        let i = gid.x + r * params.stride;
+        if (i < params.n) {
+            let s = out[i];
+            if (s != GH_NONE && free_slot(s, item_key(i))) {
+                erased += 1u;
+            }
+        }
+    }
+    add_count(erased, lid);
+}
+
+// ------------------------------------------------------------------ phase 2
+
+// Representatives claim_reps left without a slot, listed in scratch.
+@compute @workgroup_size(256)
+fn collect_pending(@builtin(global_invocation_id) gid: vec3<u32>) {
+    for (var i = gid.x; i < params.n; i += params.stride) {
+        if (out[i] == GH_REP_REFUSED) {
+            let at = atomicAdd(&scratch[PENDING_COUNT], 1u);
+            atomicStore(&scratch[PENDING_LIST + at], i);
+        }
+    }
+}
+
+// 64-bit x + a (a small), wrapping.
+fn add_small(x: vec2<u32>, a: u32) -> vec2<u32> {
+    let lo = x.x + a;
+    return vec2<u32>(lo, x.y + select(0u, 1u, lo < x.x));
+}
+
+// 64-bit x mod m, for m <= 4 (2^32 mod m < 4: no overflow).
+fn mod_small(x: vec2<u32>, m: u32) -> u32 {
+    let wrap = (0xffffffffu % m + 1u) % m;
+    return ((x.y % m) * wrap + x.x % m) % m;
+}
+
+// src/core/cuckoo.rs walk_word: the word steering step `step` of a walk.
+fn walk_word(k: vec2<u32>, step: u32) -> vec2<u32> {
+    let spread = mul64(vec2<u32>(step, 0u), vec2<u32>(GH_CUCKOO_WALK_STEP_MUL_LO, GH_CUCKOO_WALK_STEP_MUL_HI));
+    return mix64(k ^ spread, seed() ^ vec2<u32>(GH_CUCKOO_WALK_SALT_LO, GH_CUCKOO_WALK_SALT_HI));
+}
+
+// The first EMPTY slot of bucket `b` (0..GH_SLOTS_PER_BUCKET), or GH_NONE.
+fn first_empty(b: u32) -> u32 {
+    var found: u32;
+    found = GH_NONE;
+    for (var t = 0u; t < GH_SLOTS_PER_BUCKET; t += 1u) {
+        if (found == GH_NONE && all(slot_key(b * GH_SLOTS_PER_BUCKET + t) == EMPTY_KEY)) {
+            found = t;
+        }
+    }
+    return found;
+}
+
+// Writes pair (k, v) into the EMPTY slot `s` and marks it occupied.
+fn fill(s: u32, k: vec2<u32>, v: vec2<u32>) {
+    store_pair(s, k, v);
+    atomicOr(&occupied[s >> 5u], 1u << (s & 31u));
+}
+
+// An eviction path (src/backend/cpu/cuckoo.rs Engine::walk): the resident
+// in slot ps[i] of bucket pb[i] moves to bucket pb[i + 1], the last one
+// into its EMPTY slot `empty`; `n` moves.
+struct Path {
+    pb: array<u32, 65>,
+    ps: array<u32, 64>,
+    n: u32,
+    empty: u32,
+}
+
+// Searches an eviction path of at most `limit` moves for key `k`, whose
+// candidates `xc` are full, reading only. Each step looks at the residents
+// of the current bucket (the first step: of every candidate) in an order
+// drawn from walk_word, and moves the first whose other candidate has an
+// EMPTY slot, else the first that may move at all; a move never enters a
+// bucket already on the path or a candidate of `k`. p.empty is GH_NONE
+// when there is no path.
+fn walk(k: vec2<u32>, xc: array<u32, 3>) -> Path {
+    var p: Path;
+    p.n = 0u;
+    p.empty = GH_NONE;
+    var dead: bool;
+    dead = false;
+    let steps = min(params.limit, GH_CUCKOO_MAX_EVICTIONS);
+    for (var step = 0u; step < steps && p.empty == GH_NONE && !dead; step += 1u) {
+        let r = walk_word(k, step);
+        let high = vec2<u32>(r.y, 0u);
+        // The buckets a resident may leave: every candidate first, then the path's end.
+        let froms = select(1u, GH_CUCKOO_CHOICES, step == 0u);
+        var have: bool;
+        var free: bool;
+        var pick_b: u32;
+        var pick_s: u32;
+        var pick_c: u32;
+        have = false;
+        free = false;
+        pick_b = 0u;
+        pick_s = 0u;
+        pick_c = 0u;
+        for (var f = 0u; f < froms && !free; f += 1u) {
+            var cur = p.pb[p.n];
+            if (step == 0u) {
+                cur = xc[mod_small(add_small(r, f), GH_CUCKOO_CHOICES)];
+            }
+            for (var t = 0u; t < GH_SLOTS_PER_BUCKET && !free; t += 1u) {
+                let s = mod_small(add_small(r, t), GH_SLOTS_PER_BUCKET);
+                let z = slot_key(cur * GH_SLOTS_PER_BUCKET + s);
+                for (var u = 0u; u < GH_CUCKOO_CHOICES && !free && is_full(z); u += 1u) {
+                    let c = candidate(z, mod_small(add_small(high, u), GH_CUCKOO_CHOICES));
+                    var excluded: bool;
+                    excluded = false;
+                    for (var j = 0u; j < GH_CUCKOO_CHOICES; j += 1u) {
+                        excluded = excluded || xc[j] == c;
+                    }
+                    for (var j = 0u; step > 0u && j <= p.n; j += 1u) {
+                        excluded = excluded || p.pb[j] == c;
+                    }
+                    if (!excluded) {
+                        free = first_empty(c) != GH_NONE;
+                        if (!have || free) {
+                            have = true;
+                            pick_b = cur;
+                            pick_s = s;
+                            pick_c = c;
+                        }
+                    }
+                }
+            }
+        }
+        if (have) {
+            p.pb[p.n] = pick_b;
+            p.ps[p.n] = pick_s;
+            p.n += 1u;
+            p.pb[p.n] = pick_c;
+            p.empty = first_empty(pick_c);
+        } else {
+            dead = true;
+        }
+    }
+    return p;
+}
+
+// Places key `k` (absent, with no free candidate slot when phase 1 ran)
+// as the CPU's insert does, run by one invocation alone (no other one
+// reads or writes slots meanwhile; its reads see every earlier key's
+// moves): an EMPTY
+// candidate slot, else an eviction path of at most `limit` moves, else a
+// stash slot. Returns the slot, or GH_NONE (the table is unchanged).
+fn place(k: vec2<u32>, v: vec2<u32>) -> u32 {
+    var xc: array<u32, 3>;
+    var at: u32;
+    at = GH_NONE;
+    for (var j = 0u; j < GH_CUCKOO_CHOICES; j += 1u) {
+        xc[j] = candidate(k, j);
+    }
+    for (var j = 0u; j < GH_CUCKOO_CHOICES && at == GH_NONE; j += 1u) {
+        let e = first_empty(xc[j]);
+        if (e != GH_NONE) {
+            at = xc[j] * GH_SLOTS_PER_BUCKET + e;
+            fill(at, k, v);
+        }
+    }
+    if (at == GH_NONE) {
+        let p = walk(k, xc);
+        if (p.empty != GH_NONE) {
+            // Last move first: the EMPTY slot is filled before its source is
+            // overwritten, so every key is in some slot at every moment.
+            var dst = p.empty;
+            let last = p.pb[p.n] * GH_SLOTS_PER_BUCKET + p.empty;
+            for (var i = p.n; i > 0u; i -= 1u) {
+                let src = p.pb[i - 1u] * GH_SLOTS_PER_BUCKET + p.ps[i - 1u];
+                store_pair(p.pb[i] * GH_SLOTS_PER_BUCKET + dst, slot_key(src), slot_value(src));
+                dst = p.ps[i - 1u];
+            }
+            atomicOr(&occupied[last >> 5u], 1u << (last & 31u));
+            atomicStore(&scratch[PENDING_MOVED], 1u);
+            at = p.pb[0] * GH_SLOTS_PER_BUCKET + dst;
+            store_pair(at, k, v);
+        }
+    }
+    let first = stash_first();
+    for (var i = 0u; i < stash_slots() && at == GH_NONE; i += 1u) {
+        if (all(slot_key(first + i) == EMPTY_KEY)) {
+            at = first + i;
+            fill(at, k, v);
+            atomicOr(&occupied[mask_word()], 1u << i);
+        }
+    }
+    return at;
+}
+
+// The workgroup counts of the n serial dispatches that follow (indirect,
+// 3 words each): dispatch j runs its workgroup only if listed keys are left
+// for it, so those past the list cost no execution.
+@compute @workgroup_size(256)
+fn serial_args(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let count = atomicLoad(&scratch[PENDING_COUNT]);
+    for (var j = gid.x; j < params.n; j += params.stride) {
+        out[3u * j] = select(0u, 1u, count > j * GH_CUCKOO_SERIAL_KEYS);
+        out[3u * j + 1u] = 1u;
+        out[3u * j + 2u] = 1u;
+    }
+}
+
+// Where this dispatch's share of the list starts and ends.
+var<workgroup> wg_start: u32;
+var<workgroup> wg_end: u32;
+
+// One workgroup places up to GH_CUCKOO_SERIAL_KEYS (its size) listed keys
+// from where the previous dispatch stopped, one at a time: key `at` by
+// invocation `at - start`, a barrier after each, so a key's moves are done
+// before the next key reads the slots, and no invocation places two keys
+// (one that did lost moves on lavapipe). out[i] = GH_REP_BIT | GH_REP_NEW
+// | the slot, or stays GH_REP_REFUSED. counters[0] += keys placed.
+@compute @workgroup_size(256)
+fn evict_serial(@builtin(local_invocation_index) lid: u32) {
+    if (lid == 0u) {
+        let count = atomicLoad(&scratch[PENDING_COUNT]);
+        let start = atomicLoad(&scratch[PENDING_CURSOR]);
+        wg_start = start;
+        wg_end = max(start, min(count, start + GH_CUCKOO_SERIAL_KEYS));
+    }
+    let start = workgroupUniformLoad(&wg_start);
+    let end = workgroupUniformLoad(&wg_end);
+    var placed = 0u;
+    for (var at = start; at < end; at += 1u) {
+        if (lid == at - start) {
+            let i = atomicLoad(&scratch[PENDING_LIST + at]);
+            let s = place(item_key(i), item_value(i));
+            if (s != GH_NONE) {
+                out[i] = GH_REP_BIT | GH_REP_NEW | s;
+                placed = 1u;
+            }
+        }
+        storageBarrier();
+    }
+    if (lid == 0u) {
+        atomicStore(&scratch[PENDING_CURSOR], end);
+    }
+    add_count(placed, lid);
+}
+
+// If a path moved keys, every representative that holds a slot looks its
+// key up again (nothing moves during this dispatch), so settle folds
+// values into the slots the keys are in now.
+@compute @workgroup_size(256)
+fn relocate(@builtin(global_invocation_id) gid: vec3<u32>) {
+    if (atomicLoad(&scratch[PENDING_MOVED]) == 0u) {
+        return;
+    }
+    for (var i = gid.x; i < params.n; i += params.stride) {
+        let o = out[i];
+        if ((o & GH_REP_BIT) == 0u || o == GH_REP_REFUSED || o == GH_SPECIAL_ITEM) {
+            continue;
+        }
+        let s = find_slot(item_key(i));
+        if (s != GH_NONE) {
+            out[i] = (o & ~GH_REP_SLOT) | s;
+        }
+    }
+}
