@@ -21,14 +21,31 @@
 // No invocation waits for another. A claim that reaches the end of its
 // chain with the pool used up cannot tell whether a slab handed out but
 // not yet linked is on its way to this chain, so in the first pass it is
-// deferred (GH_DEFERRED); the scheme's second pass over the deferred items
-// runs after every first-pass invocation has linked what it holds, when no
+// deferred (GH_DEFERRED); the scheme's last pass over the deferred items
+// runs after every earlier invocation has linked what it holds, when no
 // chain can grow any more, and refuses such a key for good. So a key is
 // refused exactly when the CPU refuses it: chain full, pool used up, every
 // slab handed out linked.
+//
+// Growing a chain locks its end first (its last `next` word goes from 0
+// to CHAIN_LINKING), so on a GPU, where hundreds of invocations meet at one
+// full chain end at once, one slab is taken, not one per invocation (the
+// spares they appended ran a pool dry at load 0.5 on an H200). Those that
+// find the end locked defer and try again in the next pass: the first
+// pass, then RETRY_PASSES retry passes, grow each chain end by at most one
+// slab per pass; a carrying pass then lets what is left take slabs without
+// the lock (a loser carries its slab further down the chain), and the last
+// pass decides refusals.
 
-// True in the scheme's second pass (insert_deferred, claim_reps_deferred).
-var<private> deciding: bool;
+// Which pass runs: PASS_LOCK (the first and the retry passes), PASS_CARRY
+// or PASS_DECIDE (the last).
+const PASS_LOCK: u32 = 0u;
+const PASS_CARRY: u32 = 1u;
+const PASS_DECIDE: u32 = 2u;
+var<private> pass_kind: u32 = PASS_LOCK;
+
+// A chain end being grown: the `next` word's value while its locker takes a slab.
+const CHAIN_LINKING: u32 = 0xffffffffu;
 
 fn slab_heads() -> u32 {
     return max(1u, params.buckets / GH_SLABS_PER_HEAD);
@@ -85,10 +102,27 @@ fn take_pool_slab() -> u32 {
 // this invocation holds) or a fresh pool slab after `slab`; when another
 // invocation linked one first, walks into theirs and keeps its own in
 // `*spare`.
+//
+// In the locking passes returns CHAIN_LINKING when another invocation holds
+// the chain end: the claim defers to the next pass.
 fn grow_chain(slab: u32, spare: ptr<function, u32>) -> u32 {
     let seen = next_slab(slab);
     if (seen != 0u) {
         return seen;
+    }
+    if (pass_kind == PASS_LOCK) {
+        let r = atomicCompareExchangeWeak(&occupied[next_word(slab)], 0u, CHAIN_LINKING);
+        if (!r.exchanged) {
+            // Linked or locked by another (CHAIN_LINKING), or a spurious failure: look again.
+            return select(r.old_value, slab, r.old_value == 0u);
+        }
+        // Zero (the pool used up) unlocks the end as it was.
+        let fresh = take_pool_slab();
+        atomicStore(&occupied[next_word(slab)], fresh);
+        if (fresh != 0u) {
+            atomicAdd(&occupied[linked_word()], 1u);
+        }
+        return fresh;
     }
     var fresh = *spare;
     *spare = 0u;
@@ -137,9 +171,10 @@ fn link_at_end(last: u32, spare: u32) {
     }
 }
 
-// What a claim returns when the chain ends and the pool is used up.
+// What a claim returns when the chain ends and the pool is used up, or
+// (the locking passes) its end is locked by another invocation.
 fn chain_exhausted() -> u32 {
-    return select(GH_DEFERRED, GH_NONE, deciding);
+    return select(GH_DEFERRED, GH_NONE, pass_kind == PASS_DECIDE);
 }
 
 // The slot holding key `k`, or GH_NONE.
@@ -205,7 +240,7 @@ fn claim_direct(k: u32) -> u32 {
             break;
         }
         let next = grow_chain(slab, &spare);
-        if (next == 0u) {
+        if (next == 0u || next == CHAIN_LINKING) {
             claimed = chain_exhausted();
             break;
         }
@@ -239,7 +274,7 @@ fn claim_free(k: vec2<u32>, v: vec2<u32>) -> u32 {
             break;
         }
         let next = grow_chain(slab, &spare);
-        if (next == 0u) {
+        if (next == 0u || next == CHAIN_LINKING) {
             placed = chain_exhausted();
             break;
         }
@@ -251,12 +286,10 @@ fn claim_free(k: vec2<u32>, v: vec2<u32>) -> u32 {
     return placed;
 }
 
-// The second pass of insert_direct (8-byte slots): the items it deferred
-// (out[i] = GH_DEFERRED) claim again, now for good. Dispatched right after
-// insert_direct with the same bindings.
-@compute @workgroup_size(256)
-fn insert_deferred(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
-    deciding = true;
+// The later passes of insert_direct (8-byte slots): the items it deferred
+// (out[i] = GH_DEFERRED) claim again, in a pass of kind `kind`.
+fn insert_pass(gid: vec3<u32>, lid: u32, kind: u32) {
+    pass_kind = kind;
     var placed = 0u;
     let total = rounds();
     for (var r = 0u; r < total; r += 1u) {
@@ -268,11 +301,25 @@ fn insert_deferred(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(local
     add_count(placed, lid);
 }
 
-// The second pass of claim_reps (16-byte slots): representatives it left
-// pending place their key, now for good.
 @compute @workgroup_size(256)
-fn claim_reps_deferred(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
-    deciding = true;
+fn insert_retry(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    insert_pass(gid, lid, PASS_LOCK);
+}
+
+@compute @workgroup_size(256)
+fn insert_carry(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    insert_pass(gid, lid, PASS_CARRY);
+}
+
+@compute @workgroup_size(256)
+fn insert_deferred(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    insert_pass(gid, lid, PASS_DECIDE);
+}
+
+// The later passes of claim_reps (16-byte slots): representatives it left
+// pending place their key again.
+fn claim_reps_pass(gid: vec3<u32>, lid: u32, kind: u32) {
+    pass_kind = kind;
     var placed = 0u;
     let total = rounds();
     for (var r = 0u; r < total; r += 1u) {
@@ -282,4 +329,19 @@ fn claim_reps_deferred(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(l
         }
     }
     add_count(placed, lid);
+}
+
+@compute @workgroup_size(256)
+fn claim_reps_retry(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    claim_reps_pass(gid, lid, PASS_LOCK);
+}
+
+@compute @workgroup_size(256)
+fn claim_reps_carry(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    claim_reps_pass(gid, lid, PASS_CARRY);
+}
+
+@compute @workgroup_size(256)
+fn claim_reps_deferred(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    claim_reps_pass(gid, lid, PASS_DECIDE);
 }

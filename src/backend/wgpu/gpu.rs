@@ -152,7 +152,7 @@ pub fn shader_source(v: Variant) -> String {
     def("GH_REP_PENDING", (1 << 31) | ((1 << 30) - 1));
     def("GH_REP_REFUSED", (1 << 31) | ((1 << 30) - 2));
     def("GH_DEFERRED", DEFERRED as u64);
-    def("GH_DEFERS", slab_list::second_pass(v.scheme, Kernel::InsertDirect).is_some() as u64);
+    def("GH_DEFERS", !slab_list::later_passes(v.scheme, Kernel::InsertDirect).is_empty() as u64);
     def("GH_SLABS_PER_HEAD", SLABS_PER_HEAD);
     def("GH_MODE_ASSIGN", MODE_ASSIGN as u64);
     def("GH_MODE_IF_ABSENT", MODE_IF_ABSENT as u64);
@@ -202,7 +202,11 @@ pub(crate) enum Kernel {
     /// Linear, 16-byte slots, 64-bit atomics: the single-pass insert.
     InsertWide,
     /// The slab list's second passes (`kernels/wgsl/slab_list.wgsl`).
+    InsertRetry,
+    InsertCarry,
     InsertDeferred,
+    ClaimRepsRetry,
+    ClaimRepsCarry,
     ClaimRepsDeferred,
     // Scheme::Cuckoo's own.
     CollectPending,
@@ -289,7 +293,11 @@ impl Kernel {
             Kernel::EraseBury => "erase_bury",
             Kernel::FindLines => "find_lines",
             Kernel::InsertWide => "insert_wide",
+            Kernel::InsertRetry => "insert_retry",
+            Kernel::InsertCarry => "insert_carry",
             Kernel::InsertDeferred => "insert_deferred",
+            Kernel::ClaimRepsRetry => "claim_reps_retry",
+            Kernel::ClaimRepsCarry => "claim_reps_carry",
             Kernel::ClaimRepsDeferred => "claim_reps_deferred",
             Kernel::CollectPending => "collect_pending",
             Kernel::SerialArgs => "serial_args",

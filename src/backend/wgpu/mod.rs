@@ -298,7 +298,8 @@ impl Slots {
         lock().0[role as usize] = None;
         // Room to grow by half again, within what one buffer may hold (a
         // work buffer is bound whole, so within what one binding holds).
-        let room = if role == Role::Staging { self.gpu.limits.max_buffer_size } else { self.gpu.max_binding() };
+        // Rounded down, as a limit such as 2^31 - 1 is no size a buffer can have.
+        let room = if role == Role::Staging { self.gpu.limits.max_buffer_size } else { self.gpu.max_binding() } & !255;
         let size = (bytes + bytes / 2).next_multiple_of(256).min(room).max(bytes);
         let b = if role == Role::Staging {
             self.gpu.staging(size).await?
@@ -443,13 +444,13 @@ impl Slots {
         Ok(())
     }
 
-    /// Records `kernel`, then the scheme's second pass after it, if any.
+    /// Records `kernel`, then the scheme's later passes after it, if any.
     async fn dispatch_passes(&self, w: &mut Work<'_>, kernel: Kernel, p: Params, b: &Bindings<'_>) -> Result<()> {
         w.dispatch(kernel, p, b).await?;
-        match slab_list::second_pass(self.variant.scheme, kernel) {
-            Some(second) => w.dispatch(second, p, b).await,
-            None => Ok(()),
+        for &later in slab_list::later_passes(self.variant.scheme, kernel) {
+            w.dispatch(later, p, b).await?;
         }
+        Ok(())
     }
 
     /// Records an erase of `n` keys: counters[0] the keys erased, counters[2]
@@ -741,7 +742,7 @@ impl<K: Key, V: Value> WgpuTable<K, V> {
     /// to report (a `u32` per item) are each bound whole.
     fn batch(&self) -> usize {
         let widest = (K::BITS.max(V::KIND.bits()) / 8).max(4) as u64;
-        let by_size = (self.slots.gpu.max_binding() / widest) as usize;
+        let by_size = ((self.slots.gpu.max_binding() & !255) / widest) as usize;
         by_size.clamp(256, MAX_BATCH)
     }
 

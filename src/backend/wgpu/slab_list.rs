@@ -18,36 +18,60 @@
 //!
 //! Claims never wait for another invocation (nothing guarantees that it
 //! makes progress meanwhile, on lavapipe or in a browser). A claim that
-//! finds its chain full and the pool used up is deferred to the scheme's
-//! second pass ([`second_pass`]), dispatched after the first one, when
-//! every slab handed out is linked; only there is a key refused, so a key
-//! is refused exactly when the CPU refuses it, at every position holding it.
+//! finds its chain's end locked by another (which is taking one slab for
+//! it), or its chain full and the pool used up, is deferred to the
+//! scheme's later passes ([`later_passes`]): retries under the same lock,
+//! one pass that takes slabs without it, and a last one, when every slab
+//! handed out is linked; only there is a key refused, so a key is refused
+//! exactly when the CPU refuses it, at every position holding it.
 
 use super::gpu::Kernel;
 use crate::core::scheme::Scheme;
 use crate::core::slab::Slabs;
 
-/// The entry points of the slab list's module: the bulk ones, then its
-/// second passes.
-pub(super) const KERNELS: [Kernel; Kernel::BULK.len() + 2] = {
-    let mut all = [Kernel::InsertDeferred; Kernel::BULK.len() + 2];
+/// The slab list's own entry points (after the bulk ones in its module).
+const OWN: [Kernel; 6] = [
+    Kernel::InsertRetry,
+    Kernel::InsertCarry,
+    Kernel::InsertDeferred,
+    Kernel::ClaimRepsRetry,
+    Kernel::ClaimRepsCarry,
+    Kernel::ClaimRepsDeferred,
+];
+
+/// The entry points of the slab list's module: the bulk ones, then its own.
+pub(super) const KERNELS: [Kernel; Kernel::BULK.len() + OWN.len()] = {
+    let mut all = [Kernel::InsertDeferred; Kernel::BULK.len() + OWN.len()];
     let mut i = 0;
-    while i < Kernel::BULK.len() {
-        all[i] = Kernel::BULK[i];
+    while i < all.len() {
+        all[i] = if i < Kernel::BULK.len() { Kernel::BULK[i] } else { OWN[i - Kernel::BULK.len()] };
         i += 1;
     }
-    all[i] = Kernel::InsertDeferred;
-    all[i + 1] = Kernel::ClaimRepsDeferred;
     all
 };
 
-/// The pass `scheme` runs right after `kernel` (same bindings and
-/// parameters) over the items whose claims it deferred, if any.
-pub(super) fn second_pass(scheme: Scheme, kernel: Kernel) -> Option<Kernel> {
+/// Retry passes after the first (`kernels/wgsl/slab_list.wgsl`): each
+/// grows every chain end that claims wait at by one slab, under its lock.
+const RETRY_PASSES: usize = 6;
+
+/// The passes after a first one: `retry` RETRY_PASSES times, then `carry`,
+/// then `decide`.
+const fn passes(retry: Kernel, carry: Kernel, decide: Kernel) -> [Kernel; RETRY_PASSES + 2] {
+    let mut all = [retry; RETRY_PASSES + 2];
+    all[RETRY_PASSES] = carry;
+    all[RETRY_PASSES + 1] = decide;
+    all
+}
+
+/// The passes `scheme` runs right after `kernel` (same bindings and
+/// parameters) over the items whose claims it deferred, in order.
+pub(super) fn later_passes(scheme: Scheme, kernel: Kernel) -> &'static [Kernel] {
+    const INSERT: [Kernel; RETRY_PASSES + 2] = passes(Kernel::InsertRetry, Kernel::InsertCarry, Kernel::InsertDeferred);
+    const CLAIM: [Kernel; RETRY_PASSES + 2] = passes(Kernel::ClaimRepsRetry, Kernel::ClaimRepsCarry, Kernel::ClaimRepsDeferred);
     match (scheme, kernel) {
-        (Scheme::SlabList, Kernel::InsertDirect) => Some(Kernel::InsertDeferred),
-        (Scheme::SlabList, Kernel::ClaimReps) => Some(Kernel::ClaimRepsDeferred),
-        _ => None,
+        (Scheme::SlabList, Kernel::InsertDirect) => &INSERT,
+        (Scheme::SlabList, Kernel::ClaimReps) => &CLAIM,
+        _ => &[],
     }
 }
 
@@ -149,8 +173,9 @@ mod tests {
     #[test]
     fn entry_points_are_the_bulk_ones_then_the_second_passes() {
         assert_eq!(KERNELS[..Kernel::BULK.len()], Kernel::BULK);
-        assert_eq!(KERNELS[Kernel::BULK.len()..], [Kernel::InsertDeferred, Kernel::ClaimRepsDeferred]);
-        assert_eq!(second_pass(Scheme::Linear, Kernel::InsertDirect), None);
+        assert_eq!(KERNELS[Kernel::BULK.len()..], OWN);
+        assert!(later_passes(Scheme::Linear, Kernel::InsertDirect).is_empty());
+        assert_eq!(later_passes(Scheme::SlabList, Kernel::InsertDirect).last(), Some(&Kernel::InsertDeferred));
     }
 
     #[test]
