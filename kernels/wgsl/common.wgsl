@@ -219,6 +219,28 @@ fn store_pair(s: u32, k: vec2<u32>, v: vec2<u32>) {
     store_value(s, v);
 }
 
+// 8-byte slots: claims slot `s` for the 32-bit key `k` with one
+// compare-exchange on its key word while that is EMPTY. Returns
+// s | GH_NEW_BIT if this invocation placed `k` there, `s` if the slot holds
+// `k` already, else GH_NONE (another key or a TOMBSTONE). Every scheme's
+// claim_direct walks its sequence with this, so copies of one key meet.
+fn claim_key_word(s: u32, k: u32) -> u32 {
+    let w = s * GH_SLOT_WORDS;
+    var cur = atomicLoad(&slots[w]);
+    // Retried only while the word stays EMPTY (a weak exchange may fail spuriously).
+    loop {
+        if (cur != GH_EMPTY_WORD_0) {
+            break;
+        }
+        let r = atomicCompareExchangeWeak(&slots[w], GH_EMPTY_WORD_0, k);
+        if (r.exchanged) {
+            return s | GH_NEW_BIT;
+        }
+        cur = r.old_value;
+    }
+    return select(GH_NONE, s, cur == k);
+}
+
 // Sets slot `s`'s bit in `occupied`; true if this invocation set it (it
 // owns the slot), false if it was set already.
 fn take_slot(s: u32) -> bool {

@@ -119,21 +119,13 @@ fn claim_direct(k: u32) -> u32 {
         let b = candidate(vec2<u32>(k, 0u), j);
         for (var t = 0u; t < GH_SLOTS_PER_BUCKET; t += 1u) {
             let s = b * GH_SLOTS_PER_BUCKET + t;
-            let w = s * GH_SLOT_WORDS;
-            var cur = atomicLoad(&slots[w]);
-            loop {
-                if (cur != GH_EMPTY_WORD_0) {
-                    break;
-                }
-                let r = atomicCompareExchangeWeak(&slots[w], GH_EMPTY_WORD_0, k);
-                if (r.exchanged) {
-                    atomicOr(&occupied[s >> 5u], 1u << (s & 31u));
-                    return s | GH_NEW_BIT;
-                }
-                cur = r.old_value;
+            let c = claim_key_word(s, k);
+            if ((c & GH_NEW_BIT) != 0u && c != GH_NONE) {
+                // Cuckoo tables track every slot taken by its occupancy bit.
+                atomicOr(&occupied[s >> 5u], 1u << (s & 31u));
             }
-            if (cur == k) {
-                return s;
+            if (c != GH_NONE) {
+                return c;
             }
         }
     }

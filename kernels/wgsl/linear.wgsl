@@ -43,22 +43,9 @@ fn claim_direct(k: u32) -> u32 {
     var b = home_bucket(vec2<u32>(k, 0u));
     for (var step = 0u; step < params.limit; step += 1u) {
         for (var j = 0u; j < GH_SLOTS_PER_BUCKET; j += 1u) {
-            let s = b * GH_SLOTS_PER_BUCKET + j;
-            let w = s * GH_SLOT_WORDS;
-            var cur = atomicLoad(&slots[w]);
-            // Retried only while the word stays EMPTY (a weak exchange may fail spuriously).
-            loop {
-                if (cur != GH_EMPTY_WORD_0) {
-                    break;
-                }
-                let r = atomicCompareExchangeWeak(&slots[w], GH_EMPTY_WORD_0, k);
-                if (r.exchanged) {
-                    return s | GH_NEW_BIT;
-                }
-                cur = r.old_value;
-            }
-            if (cur == k) {
-                return s;
+            let c = claim_key_word(b * GH_SLOTS_PER_BUCKET + j, k);
+            if (c != GH_NONE) {
+                return c;
             }
         }
         b = next_bucket(b);

@@ -205,22 +205,9 @@ fn find_slot(k: vec2<u32>) -> u32 {
 // GH_NONE if every slot holds another key (or a TOMBSTONE).
 fn claim_in_slab(slab: u32, k: u32) -> u32 {
     for (var j = 0u; j < GH_SLOTS_PER_BUCKET; j += 1u) {
-        let s = slab * GH_SLOTS_PER_BUCKET + j;
-        let w = s * GH_SLOT_WORDS;
-        var cur = atomicLoad(&slots[w]);
-        // Retried only while the word stays EMPTY (a weak exchange may fail spuriously).
-        loop {
-            if (cur != GH_EMPTY_WORD_0) {
-                break;
-            }
-            let r = atomicCompareExchangeWeak(&slots[w], GH_EMPTY_WORD_0, k);
-            if (r.exchanged) {
-                return s | GH_NEW_BIT;
-            }
-            cur = r.old_value;
-        }
-        if (cur == k) {
-            return s;
+        let c = claim_key_word(slab * GH_SLOTS_PER_BUCKET + j, k);
+        if (c != GH_NONE) {
+            return c;
         }
     }
     return GH_NONE;
