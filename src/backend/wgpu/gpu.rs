@@ -234,22 +234,8 @@ impl Kernel {
     /// The entry points of a variant's module: the bulk ones, then the
     /// scheme's own; pipelines are compiled and found in this order.
     fn of(v: Variant) -> &'static [Kernel] {
-        /// The bulk entry points followed by `extra`.
-        const fn with<const N: usize>(extra: [Kernel; N]) -> [Kernel; N] {
-            let mut all = extra;
-            let mut i = 0;
-            while i < Kernel::BULK.len() {
-                all[i] = Kernel::BULK[i];
-                i += 1;
-            }
-            all
-        }
-        const LINEAR: [Kernel; 12] = with([Kernel::FindLines; 12]);
-        const LINEAR_WIDE: [Kernel; 13] = {
-            let mut all = with([Kernel::FindLines; 13]);
-            all[12] = Kernel::InsertWide;
-            all
-        };
+        const LINEAR: [Kernel; 12] = Kernel::bulk_then(&[Kernel::FindLines]);
+        const LINEAR_WIDE: [Kernel; 13] = Kernel::bulk_then(&[Kernel::FindLines, Kernel::InsertWide]);
         match v.scheme {
             Scheme::Linear if v.atomics64 => &LINEAR_WIDE,
             Scheme::Linear => &LINEAR,
@@ -259,24 +245,19 @@ impl Kernel {
         }
     }
 
-    const CUCKOO: [Kernel; 16] = [
-        Kernel::FillEmpty,
-        Kernel::Find,
-        Kernel::InsertDirect,
-        Kernel::Fold,
-        Kernel::EraseDirect,
-        Kernel::Dedupe,
-        Kernel::LocateReps,
-        Kernel::ClaimReps,
-        Kernel::Settle,
-        Kernel::EraseLocate,
-        Kernel::EraseBury,
-        Kernel::CollectPending,
-        Kernel::SerialArgs,
-        Kernel::EvictSerial,
-        Kernel::Relocate,
-        Kernel::EraseFree,
-    ];
+    const CUCKOO: [Kernel; 16] = Kernel::bulk_then(&[Kernel::CollectPending, Kernel::SerialArgs, Kernel::EvictSerial, Kernel::Relocate, Kernel::EraseFree]);
+
+    /// The bulk entry points followed by a scheme's `own` (N = both counts).
+    pub(super) const fn bulk_then<const N: usize>(own: &[Kernel]) -> [Kernel; N] {
+        assert!(Kernel::BULK.len() + own.len() == N);
+        let mut all = [Kernel::FillEmpty; N];
+        let mut i = 0;
+        while i < N {
+            all[i] = if i < Kernel::BULK.len() { Kernel::BULK[i] } else { own[i - Kernel::BULK.len()] };
+            i += 1;
+        }
+        all
+    }
 
     fn entry(self) -> &'static str {
         match self {

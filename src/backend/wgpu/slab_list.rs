@@ -40,15 +40,7 @@ const OWN: [Kernel; 6] = [
 ];
 
 /// The entry points of the slab list's module: the bulk ones, then its own.
-pub(super) const KERNELS: [Kernel; Kernel::BULK.len() + OWN.len()] = {
-    let mut all = [Kernel::InsertDeferred; Kernel::BULK.len() + OWN.len()];
-    let mut i = 0;
-    while i < all.len() {
-        all[i] = if i < Kernel::BULK.len() { Kernel::BULK[i] } else { OWN[i - Kernel::BULK.len()] };
-        i += 1;
-    }
-    all
-};
+pub(super) const KERNELS: [Kernel; Kernel::BULK.len() + OWN.len()] = Kernel::bulk_then(&OWN);
 
 /// Retry passes after the first (`kernels/wgsl/slab_list.wgsl`): each
 /// grows every chain end that claims wait at by one slab, under its lock.
