@@ -9,8 +9,8 @@
 //
 //   [ occupancy bits | lock bits: bucket 0..B-1, stash | stash mask ]
 //
-// (src/core/cuckoo.rs FlatAux's layout, in 32-bit words; the lock bits are
-// reserved for parallel eviction rounds and unused so far.)
+// (src/core/cuckoo.rs FlatAux's layout, in 32-bit words; a lock bit is
+// held from a parallel round's plan to its apply, below.)
 //
 // Every insert goes through representatives (bulk.wgsl's dedupe path, for
 // 8-byte slots too), so each distinct key of a batch has one invocation:
@@ -19,22 +19,37 @@
 //            taken by its occupancy bit. Nothing moves, so a lookup in the
 //            same phase is exact.
 //   phase 2  collect_pending lists the representatives left without a
-//            slot; evict_serial (one workgroup, its invocations in turn,
-//            one key each per dispatch) places them as the CPU does: an EMPTY candidate
-//            slot, else an eviction path applied last move first (every
-//            key is in some slot at every moment), else a stash slot, else
-//            the key is refused; relocate then looks the batch's keys up
-//            again if anything moved, so settle folds into the right slots.
+//            slot (the host reads how many; none is the common case).
+//            Parallel rounds, each two dispatches:
+//              plan_paths   every listed key searches an eviction path of
+//                           at most GH_CUCKOO_PARALLEL_MOVES moves, reading
+//                           only (nothing moves in this dispatch), then
+//                           try-locks every bucket on it; a key that meets
+//                           a held lock lets its own go and tries again in
+//                           the next round;
+//              apply_paths  the keys holding all their locks move the
+//                           residents (their buckets are theirs alone) and
+//                           let the locks go.
+//            The host repeats rounds while keys lose locks. Keys without
+//            a short path are listed again and placed one at a time by
+//            evict_serial (one workgroup, its invocations in turn, one key
+//            each per dispatch) as the CPU does: an EMPTY candidate slot,
+//            else an eviction path applied last move first (every key is
+//            in some slot at every moment), else a stash slot, else the key
+//            is refused. relocate then looks the batch's keys up again if
+//            anything moved, so settle folds into the right slots.
 //
 // Erase frees the slot (EMPTY, occupancy bit and stash bit cleared): no
 // tombstones. Lookups never stop early, so an EMPTY slot before a key in
 // its candidates hides nothing.
 
 // Scratch words of phase 2 (the dedupe table is done with by then):
-// pending count, serial cursor, "a path moved keys", then the list.
+// pending count, serial cursor, "a path moved keys", keys that lost a lock
+// this round, then the list.
 const PENDING_COUNT: u32 = 0u;
 const PENDING_CURSOR: u32 = 1u;
 const PENDING_MOVED: u32 = 2u;
+const PENDING_LOST: u32 = 3u;
 const PENDING_LIST: u32 = 4u;
 
 // Slots of the stash: GH_CUCKOO_STASH_PAIRS, but at most a 32nd of the
@@ -266,13 +281,13 @@ struct Path {
 // EMPTY slot, else the first that may move at all; a move never enters a
 // bucket already on the path or a candidate of `k`. p.empty is GH_NONE
 // when there is no path.
-fn walk(k: vec2<u32>, xc: array<u32, 3>) -> Path {
+fn walk(k: vec2<u32>, xc: array<u32, 3>, limit: u32) -> Path {
     var p: Path;
     p.n = 0u;
     p.empty = GH_NONE;
     var dead: bool;
     dead = false;
-    let steps = min(params.limit, GH_CUCKOO_MAX_EVICTIONS);
+    let steps = min(limit, GH_CUCKOO_MAX_EVICTIONS);
     for (var step = 0u; step < steps && p.empty == GH_NONE && !dead; step += 1u) {
         let r = walk_word(k, step);
         let high = vec2<u32>(r.y, 0u);
@@ -352,7 +367,7 @@ fn place(k: vec2<u32>, v: vec2<u32>) -> u32 {
         }
     }
     if (at == GH_NONE) {
-        let p = walk(k, xc);
+        let p = walk(k, xc, params.limit);
         if (p.empty != GH_NONE) {
             // Last move first: the EMPTY slot is filled before its source is
             // overwritten, so every key is in some slot at every moment.
@@ -380,18 +395,162 @@ fn place(k: vec2<u32>, v: vec2<u32>) -> u32 {
     return at;
 }
 
-// The workgroup counts of the n serial dispatches that follow (indirect,
-// 3 words each): dispatch j runs its workgroup only if listed keys are left
-// for it, so those past the list cost no execution.
+// ------------------------------------------------------- parallel rounds
+
+// A planned path, in the `flags` binding (two words per listed key of the
+// window the host dispatches, entry e at 2e): bits 0-3 the moves L (1 to
+// GH_CUCKOO_PARALLEL_MOVES), 4-5 the candidate of the key the path starts
+// from, 6-7 the EMPTY slot at its end; then four bits per move, from bit 8
+// of the first word on into the second: the slot whose resident moves (two
+// bits) and which of its candidates it moves to (two bits). Buckets follow
+// from the keys, so a path fits two words (src/backend/wgpu/cuckoo.rs checks
+// that slots and candidates fit two bits). Other states of the first word,
+// which no path has (its bits 4-5 would name a fourth candidate):
+const PATH_TODO: u32 = 0u;           // not planned yet (L is never 0)
+const PATH_LOST: u32 = 0xfffffffeu;  // met a held lock: the next round plans again
+const PATH_NONE: u32 = 0xffffffffu;  // no short path: left to evict_serial
+const PATH_DONE: u32 = 0xfffffffdu;  // placed
+
+// Index in `occupied` of the word holding bucket 0's lock bit.
+fn lock_base() -> u32 {
+    return (params.buckets * GH_SLOTS_PER_BUCKET + 31u) / 32u;
+}
+
+// Takes bucket `b`'s lock bit; false if another invocation holds it.
+fn try_lock(b: u32) -> bool {
+    let bit = 1u << (b & 31u);
+    return (atomicOr(&occupied[lock_base() + (b >> 5u)], bit) & bit) == 0u;
+}
+
+fn unlock(b: u32) {
+    atomicAnd(&occupied[lock_base() + (b >> 5u)], ~(1u << (b & 31u)));
+}
+
+// Which candidate of key `z` bucket `c` is.
+fn choice_of(z: vec2<u32>, c: u32) -> u32 {
+    for (var j = 0u; j < GH_CUCKOO_CHOICES; j += 1u) {
+        if (candidate(z, j) == c) {
+            return j;
+        }
+    }
+    return 0u;
+}
+
+// Four bits of move `m` of path `w`.
+fn path_move(w: vec2<u32>, m: u32) -> u32 {
+    if (m < 6u) {
+        return (w.x >> (8u + 4u * m)) & 15u;
+    }
+    return (w.y >> (4u * (m - 6u))) & 15u;
+}
+
+// The buckets of path `w` for key `k` (the L + 1 buckets) and the slots
+// whose residents move, read from the residents in place: call before any
+// move of the path.
+fn path_buckets(k: vec2<u32>, w: vec2<u32>) -> Path {
+    var p: Path;
+    p.n = w.x & 15u;
+    p.empty = (w.x >> 6u) & 3u;
+    p.pb[0] = candidate(k, (w.x >> 4u) & 3u);
+    for (var m = 0u; m < p.n; m += 1u) {
+        let f = path_move(w, m);
+        p.ps[m] = f & 3u;
+        p.pb[m + 1u] = candidate(slot_key(p.pb[m] * GH_SLOTS_PER_BUCKET + p.ps[m]), f >> 2u);
+    }
+    return p;
+}
+
+// Plans every listed key of the window (entries params.base + e, e <
+// params.n) still to be placed: a path of at most GH_CUCKOO_PARALLEL_MOVES
+// moves, all its buckets locked, written to flags; PATH_LOST (counted in
+// scratch[PENDING_LOST]) if a lock was held, PATH_NONE if there is no path.
+// Reads slots only.
 @compute @workgroup_size(256)
-fn serial_args(@builtin(global_invocation_id) gid: vec3<u32>) {
-    let count = atomicLoad(&scratch[PENDING_COUNT]);
-    for (var j = gid.x; j < params.n; j += params.stride) {
-        out[3u * j] = select(0u, 1u, count > j * GH_CUCKOO_SERIAL_KEYS);
-        out[3u * j + 1u] = 1u;
-        out[3u * j + 2u] = 1u;
+fn plan_paths(@builtin(global_invocation_id) gid: vec3<u32>) {
+    for (var e = gid.x; e < params.n; e += params.stride) {
+        let state = flags[2u * e];
+        if (state != PATH_TODO && state != PATH_LOST) {
+            continue;
+        }
+        let i = atomicLoad(&scratch[PENDING_LIST + params.base + e]);
+        let k = item_key(i);
+        var xc: array<u32, 3>;
+        for (var j = 0u; j < GH_CUCKOO_CHOICES; j += 1u) {
+            xc[j] = candidate(k, j);
+        }
+        let p = walk(k, xc, min(params.limit, GH_CUCKOO_PARALLEL_MOVES));
+        if (p.empty == GH_NONE) {
+            flags[2u * e] = PATH_NONE;
+            continue;
+        }
+        var held = 0u;
+        while (held <= p.n && try_lock(p.pb[held])) {
+            held += 1u;
+        }
+        if (held <= p.n) {
+            for (var j = 0u; j < held; j += 1u) {
+                unlock(p.pb[j]);
+            }
+            flags[2u * e] = PATH_LOST;
+            atomicAdd(&scratch[PENDING_LOST], 1u);
+            continue;
+        }
+        var w = vec2<u32>(p.n | (choice_of(k, p.pb[0]) << 4u) | (p.empty << 6u), 0u);
+        for (var m = 0u; m < p.n; m += 1u) {
+            let z = slot_key(p.pb[m] * GH_SLOTS_PER_BUCKET + p.ps[m]);
+            let f = p.ps[m] | (choice_of(z, p.pb[m + 1u]) << 2u);
+            if (m < 6u) {
+                w.x |= f << (8u + 4u * m);
+            } else {
+                w.y |= f << (4u * (m - 6u));
+            }
+        }
+        flags[2u * e] = w.x;
+        flags[2u * e + 1u] = w.y;
     }
 }
+
+// Keys whose plan holds its locks move along their paths (last move first)
+// and take the first slot; the locks go. No two paths share a bucket, and
+// nothing else writes slots in this dispatch. counters[0] += keys placed.
+@compute @workgroup_size(256)
+fn apply_paths(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    var placed = 0u;
+    let total = rounds();
+    for (var r = 0u; r < total; r += 1u) {
+        let e = gid.x + r * params.stride;
+        if (e >= params.n) {
+            continue;
+        }
+        let state = flags[2u * e];
+        if (state == PATH_TODO || state >= PATH_DONE) {
+            continue;
+        }
+        let i = atomicLoad(&scratch[PENDING_LIST + params.base + e]);
+        let k = item_key(i);
+        let p = path_buckets(k, vec2<u32>(state, flags[2u * e + 1u]));
+        var dst = p.empty;
+        for (var m = p.n; m > 0u; m -= 1u) {
+            let src = p.pb[m - 1u] * GH_SLOTS_PER_BUCKET + p.ps[m - 1u];
+            store_pair(p.pb[m] * GH_SLOTS_PER_BUCKET + dst, slot_key(src), slot_value(src));
+            dst = p.ps[m - 1u];
+        }
+        let last = p.pb[p.n] * GH_SLOTS_PER_BUCKET + p.empty;
+        atomicOr(&occupied[last >> 5u], 1u << (last & 31u));
+        let at = p.pb[0] * GH_SLOTS_PER_BUCKET + dst;
+        store_pair(at, k, item_value(i));
+        out[i] = GH_REP_BIT | GH_REP_NEW | at;
+        placed += 1u;
+        for (var m = 0u; m <= p.n; m += 1u) {
+            unlock(p.pb[m]);
+        }
+        flags[2u * e] = PATH_DONE;
+        atomicStore(&scratch[PENDING_MOVED], 1u);
+    }
+    add_count(placed, lid);
+}
+
+// ------------------------------------------------------------ serial phase
 
 // Where this dispatch's share of the list starts and ends.
 var<workgroup> wg_start: u32;

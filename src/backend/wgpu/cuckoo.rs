@@ -11,17 +11,33 @@ use crate::Result;
 
 /// Keys one dispatch of the serial phase places at most: one per
 /// invocation of its single workgroup, in turn (an invocation that placed
-/// several keys in one dispatch lost moves on lavapipe). Dispatches stay
-/// short whatever the batch; a chunk of `n` items records `n / SERIAL_KEYS`
-/// of them, indirect, and those past the keys left run no workgroup.
+/// several keys in one dispatch lost moves on lavapipe).
 const SERIAL_KEYS: u32 = super::gpu::WORKGROUP;
 
 /// Scratch words the placement phase uses before its list of keys (count,
-/// cursor, moved flag, padding): `kernels/wgsl/cuckoo.wgsl` PENDING_LIST.
+/// cursor, moved flag, keys that lost a lock): `kernels/wgsl/cuckoo.wgsl`
+/// PENDING_LIST.
 pub(super) const SCRATCH_HEADER: usize = 4;
+const PENDING_COUNT: u64 = 0;
+const PENDING_LOST: u64 = 3;
 
-// One mask word holds the stash.
+/// Moves a path planned in a parallel round has at most: two words of
+/// four bits a move (`kernels/wgsl/cuckoo.wgsl` path_move). Longer paths
+/// are the serial phase's.
+const PARALLEL_MOVES: u64 = 14;
+
+/// Listed keys one run of parallel rounds plans at once: their path words
+/// (two each) are a work buffer taken before an insert changes anything.
+pub(super) const WINDOW: usize = 1 << 20;
+
+/// Parallel rounds of one window at most; keys still losing locks after
+/// them are the serial phase's.
+const MAX_ROUNDS: usize = 32;
+
+// One mask word holds the stash; a path move names a slot of its bucket
+// and a candidate in two bits each.
 const _: () = assert!(STASH_PAIRS <= 32);
+const _: () = assert!(crate::core::layout::BUCKET_BYTES / 8 <= 4 && crate::core::cuckoo::MAX_CHOICES <= 3);
 
 /// The module's constants for slots of `slot_bytes`.
 pub(super) fn wgsl_constants(slot_bytes: usize) -> String {
@@ -31,6 +47,7 @@ pub(super) fn wgsl_constants(slot_bytes: usize) -> String {
     def("GH_CUCKOO_STASH_PAIRS", STASH_PAIRS);
     def("GH_CUCKOO_MAX_EVICTIONS", MAX_EVICTIONS);
     def("GH_CUCKOO_SERIAL_KEYS", SERIAL_KEYS as u64);
+    def("GH_CUCKOO_PARALLEL_MOVES", PARALLEL_MOVES);
     let mut split = |name: &str, x: u64| {
         def(&format!("{name}_LO"), x);
         def(&format!("{name}_HI"), x >> 32);
@@ -49,31 +66,61 @@ pub(super) fn occupied_words(slots: u64, buckets: u64) -> u64 {
     slots.div_ceil(32) + (buckets + 1).div_ceil(32) + 1
 }
 
-/// Records the second phase of an insert chunk, after `claim_reps`: the
-/// representatives left without a slot are listed in `scratch` (the
-/// de-duplication table, done with by then), placed one at a time
-/// ([`SERIAL_KEYS`] per dispatch; enough dispatches for every item of the
-/// chunk), and every representative's slot is looked up again if a path
-/// moved keys.
-pub(super) async fn record_placement(
-    w: &mut Work<'_>,
-    scratch: &wgpu::Buffer,
-    args: &wgpu::Buffer,
-    p: Params,
-    b: &Bindings<'_>,
-) -> Result<()> {
-    let serial = p.n.div_ceil(SERIAL_KEYS);
-    w.clear_range(scratch, SCRATCH_HEADER as u64 * 4);
-    w.dispatch(Kernel::CollectPending, p, b).await?;
-    let to_args = Bindings { out: Some(Range::items(args, 0, serial as usize * 3, 1)), ..*b };
-    w.dispatch(Kernel::SerialArgs, Params { n: serial, ..p }, &to_args).await?;
-    w.dispatch_times(Kernel::EvictSerial, Params { n: 1, ..p }, b, serial, Some(args)).await?;
-    w.dispatch(Kernel::Relocate, p, b).await
+/// Work buffers of the second phase.
+pub(super) struct Placement<'a> {
+    /// The de-duplication table, done with by then: header and list.
+    pub scratch: &'a wgpu::Buffer,
+    /// Path words of a window ([`path_bytes`]).
+    pub paths: &'a wgpu::Buffer,
+    /// Read-back buffer of at least 4 bytes.
+    pub staging: &'a wgpu::Buffer,
 }
 
-/// Bytes of the indirect arguments of a chunk of `n` items' serial dispatches.
-pub(super) fn args_bytes(n: usize) -> u64 {
-    n.div_ceil(SERIAL_KEYS as usize) as u64 * 12
+/// Bytes of the path words of a chunk of `n` items.
+pub(super) fn path_bytes(n: usize) -> u64 {
+    n.min(WINDOW) as u64 * 8
+}
+
+/// Scratch word `at`, read back after the work recorded so far.
+async fn read_word(w: &mut Work<'_>, b: &Placement<'_>, at: u64) -> Result<u32> {
+    w.copy_range(b.scratch, at * 4, b.staging, 0, 4);
+    Ok(w.flush_and_read(b.staging, 1).await?[0])
+}
+
+/// Records and runs the second phase of an insert chunk, after
+/// `claim_reps`: the representatives left without a slot are listed (the
+/// host reads how many; usually none), placed by parallel rounds of short
+/// eviction paths under bucket locks, window by window, while keys lose
+/// locks; the rest are listed again and placed one at a time
+/// ([`SERIAL_KEYS`] per dispatch), and every representative's slot is
+/// looked up again if a path moved keys.
+pub(super) async fn place_pending(w: &mut Work<'_>, bufs: &Placement<'_>, p: Params, b: &Bindings<'_>) -> Result<()> {
+    w.clear_range(bufs.scratch, SCRATCH_HEADER as u64 * 4);
+    w.dispatch(Kernel::CollectPending, p, b).await?;
+    let pending = read_word(w, bufs, PENDING_COUNT).await? as usize;
+    if pending == 0 {
+        return Ok(());
+    }
+    let planned = Bindings { flags: Some(Range::all(bufs.paths)), ..*b };
+    for start in (0..pending).step_by(WINDOW) {
+        let n = (pending - start).min(WINDOW);
+        w.clear_range(bufs.paths, n as u64 * 8);
+        let q = Params { n: n as u32, base: start as u32, ..p };
+        for _ in 0..MAX_ROUNDS {
+            w.clear_at(bufs.scratch, PENDING_LOST * 4, 4);
+            w.dispatch(Kernel::PlanPaths, q, &planned).await?;
+            w.dispatch(Kernel::ApplyPaths, q, &planned).await?;
+            if read_word(w, bufs, PENDING_LOST).await? == 0 {
+                break;
+            }
+        }
+    }
+    // Count and cursor start again; the moved flag stays.
+    w.clear_range(bufs.scratch, 8);
+    w.dispatch(Kernel::CollectPending, p, b).await?;
+    let left = read_word(w, bufs, PENDING_COUNT).await?;
+    w.dispatch_times(Kernel::EvictSerial, Params { n: 1, ..p }, b, left.div_ceil(SERIAL_KEYS), None).await?;
+    w.dispatch(Kernel::Relocate, p, b).await
 }
 
 /// Where `key` in `slot` sits: the index of its candidate bucket, or the

@@ -210,7 +210,8 @@ pub(crate) enum Kernel {
     ClaimRepsDeferred,
     // Scheme::Cuckoo's own.
     CollectPending,
-    SerialArgs,
+    PlanPaths,
+    ApplyPaths,
     EvictSerial,
     Relocate,
     EraseFree,
@@ -245,7 +246,14 @@ impl Kernel {
         }
     }
 
-    const CUCKOO: [Kernel; 16] = Kernel::bulk_then(&[Kernel::CollectPending, Kernel::SerialArgs, Kernel::EvictSerial, Kernel::Relocate, Kernel::EraseFree]);
+    const CUCKOO: [Kernel; 17] = Kernel::bulk_then(&[
+        Kernel::CollectPending,
+        Kernel::PlanPaths,
+        Kernel::ApplyPaths,
+        Kernel::EvictSerial,
+        Kernel::Relocate,
+        Kernel::EraseFree,
+    ]);
 
     /// The bulk entry points followed by a scheme's `own` (N = both counts).
     pub(super) const fn bulk_then<const N: usize>(own: &[Kernel]) -> [Kernel; N] {
@@ -281,7 +289,8 @@ impl Kernel {
             Kernel::ClaimRepsCarry => "claim_reps_carry",
             Kernel::ClaimRepsDeferred => "claim_reps_deferred",
             Kernel::CollectPending => "collect_pending",
-            Kernel::SerialArgs => "serial_args",
+            Kernel::PlanPaths => "plan_paths",
+            Kernel::ApplyPaths => "apply_paths",
             Kernel::EvictSerial => "evict_serial",
             Kernel::Relocate => "relocate",
             Kernel::EraseFree => "erase_free",
@@ -761,8 +770,13 @@ impl Work<'_> {
 
     /// Zeroes the first `bytes` of `buffer` (a multiple of 4).
     pub(crate) fn clear_range(&mut self, buffer: &wgpu::Buffer, bytes: u64) {
+        self.clear_at(buffer, 0, bytes);
+    }
+
+    /// Zeroes `bytes` of `buffer` from byte `at` on (multiples of 4).
+    pub(crate) fn clear_at(&mut self, buffer: &wgpu::Buffer, at: u64, bytes: u64) {
         if bytes > 0 {
-            self.encoder.clear_buffer(buffer, 0, Some(bytes));
+            self.encoder.clear_buffer(buffer, at, Some(bytes));
         }
     }
 
@@ -781,6 +795,16 @@ impl Work<'_> {
         if bytes > 0 {
             self.encoder.copy_buffer_to_buffer(src, from, dst, at, bytes);
         }
+    }
+
+    /// Submits what is recorded so far and returns the first `words` words
+    /// of `staging` (which that work copied into); recording goes on in a
+    /// fresh encoder. For the host to steer the rest of a call by a count
+    /// the GPU computed.
+    pub(crate) async fn flush_and_read(&mut self, staging: &wgpu::Buffer, words: usize) -> Result<Vec<u32>> {
+        let fresh = self.gpu.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("gpuhash") });
+        let done = Work { gpu: self.gpu, variant: self.variant, encoder: std::mem::replace(&mut self.encoder, fresh) };
+        done.finish_and_read(staging, words).await
     }
 
     /// Submits the work. Natively it also waits for it; on the browser's

@@ -150,8 +150,8 @@ enum Role {
     Dedupe,
     /// Read-back buffer.
     Staging,
-    /// Workgroup counts of indirect dispatches (cuckoo inserts).
-    Indirect,
+    /// Path words of the cuckoo placement's parallel rounds.
+    Paths,
 }
 
 impl Role {
@@ -161,11 +161,12 @@ impl Role {
         match self {
             // Keys and values are read back where a piece of a GPU-buffer batch lists out-of-band keys.
             Role::Keys | Role::Values => U::STORAGE | U::COPY_DST | U::COPY_SRC,
-            Role::Dedupe => U::STORAGE | U::COPY_DST,
+            // The cuckoo placement reads its counts back from the de-duplication table.
+            Role::Dedupe => U::STORAGE | U::COPY_DST | U::COPY_SRC,
             Role::Out | Role::Flags => U::STORAGE | U::COPY_SRC,
             Role::Counters => U::STORAGE | U::COPY_SRC | U::COPY_DST,
             Role::Staging => U::MAP_READ | U::COPY_DST,
-            Role::Indirect => U::STORAGE | U::INDIRECT,
+            Role::Paths => U::STORAGE | U::COPY_DST,
         }
     }
 }
@@ -398,8 +399,11 @@ impl Slots {
         } else {
             Some(self.cached(Role::Dedupe, dedupe_entries(per_chunk) as u64 * 4).await?)
         };
-        let args = match v.scheme {
-            Scheme::Cuckoo => Some(self.cached(Role::Indirect, cuckoo::args_bytes(per_chunk)).await?),
+        let placement = match v.scheme {
+            Scheme::Cuckoo => Some((
+                self.cached(Role::Paths, cuckoo::path_bytes(per_chunk)).await?,
+                self.cached(Role::Staging, 4).await?,
+            )),
             _ => None,
         };
         w.clear_range(counters, COUNTER_BYTES);
@@ -434,8 +438,8 @@ impl Slots {
                     for k in [Kernel::Dedupe, Kernel::LocateReps, Kernel::ClaimReps] {
                         self.dispatch_passes(w, k, p, &b).await?;
                     }
-                    if let Some(args) = &args {
-                        cuckoo::record_placement(w, d, args, p, &b).await?;
+                    if let Some((paths, staging)) = &placement {
+                        cuckoo::place_pending(w, &cuckoo::Placement { scratch: d, paths, staging }, p, &b).await?;
                     }
                     w.dispatch(Kernel::Settle, p, &b).await?;
                 }
@@ -542,7 +546,7 @@ impl Slots {
             self.cached(Role::Dedupe, dedupe_entries(c as usize) as u64 * 4).await?;
         }
         if self.variant.scheme == Scheme::Cuckoo {
-            self.cached(Role::Indirect, cuckoo::args_bytes(c as usize)).await?;
+            self.cached(Role::Paths, cuckoo::path_bytes(c as usize)).await?;
         }
         Ok(())
     }
@@ -686,7 +690,17 @@ impl<K: Key, V: Value> WgpuTable<K, V> {
     /// need (they are kept between calls), so that none of those calls
     /// allocates: for timing them, or to learn early that memory is short.
     pub fn reserve_work(&self, n: usize) -> Result<()> {
-        pollster::block_on(self.slots.reserve(n))
+        // One submission's worth: a larger call goes piece by piece through
+        // the same buffers, its pieces copied into the upload buffers.
+        let piece = n.min(self.batch());
+        pollster::block_on(async {
+            self.slots.reserve(piece).await?;
+            if n > piece {
+                self.slots.cached(Role::Keys, piece as u64 * (K::BITS as u64 / 8)).await?;
+                self.slots.cached(Role::Values, piece as u64 * (V::KIND.bits() as u64 / 8)).await?;
+            }
+            Ok(())
+        })
     }
 
     /// A slab-list table's pool as its last insert left it (`None` for
