@@ -8,7 +8,7 @@ use gpuhash::cudarc::driver::sys::CUevent_flags;
 use gpuhash::cudarc::driver::CudaSlice;
 use gpuhash::{Device, Error as TableError, HashTable, Reduce, RegionBuild, Value};
 
-use super::grid::{check_hits, prefilled_table, rejected_of, Case, Op, Sample, Target};
+use super::grid::{check_hits, prefilled_table, rejected_of, Case, Op, Sample, TableOptions, Target};
 use super::keys::{GenKey, Workload};
 use super::BenchError;
 
@@ -75,7 +75,8 @@ impl<K: GenKey, V: Value> Target<K, V> for CudaTarget<K, V> {
 
     fn prepare(&mut self, case: &Case, w: &Workload<K, V>) -> Result<(), BenchError> {
         self.reset();
-        let (table, stored) = prefilled_table(self.device, &self.scheme, self.region_build, case, w).map_err(|e| self.err(e))?;
+        let opts = TableOptions { region_build: self.region_build, ..TableOptions::default() };
+        let (table, stored) = prefilled_table(self.device, &self.scheme, opts, case, w).map_err(|e| self.err(e))?;
         self.stored = stored;
         let stream = table.cuda().expect("a CUDA table").stream().clone();
         let n = w.keys.len().max(w.find_keys.len());

@@ -226,6 +226,9 @@ pub(crate) struct GridSpec {
     pub warmup: usize,
     /// wgpu: milliseconds of GPU work before each timed call.
     pub warm_ms: u64,
+    /// wgpu: tables built with `Builder::wgpu_portable` (the browser's
+    /// kernels: 32-bit atomics, no subgroup operations).
+    pub wgpu_portable: bool,
     pub seed: u64,
     pub multiplicity: u64,
     pub mix: Mix,
@@ -385,12 +388,20 @@ pub(crate) fn rejected_of(r: Result<gpuhash::InsertReport, TableError>) -> Resul
     }
 }
 
+/// Builder options of the gpuhash tables a grid measures (`--region-build`,
+/// `--wgpu-portable`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct TableOptions {
+    pub region_build: RegionBuild,
+    pub wgpu_portable: bool,
+}
+
 /// A table of the case's size at exact load (growth off), holding the
 /// workload's prefill; returns it with the number of keys it stored.
 pub(crate) fn prefilled_table<K: GenKey, V: Value>(
     device: Device,
     scheme: &str,
-    region_build: RegionBuild,
+    opts: TableOptions,
     case: &Case,
     w: &Workload<K, V>,
 ) -> Result<(HashTable<K, V>, u64), TableError> {
@@ -398,7 +409,8 @@ pub(crate) fn prefilled_table<K: GenKey, V: Value>(
     let mut builder = HashTable::<K, V>::builder()
         .device(device)
         .scheme(scheme)
-        .region_build(region_build)
+        .region_build(opts.region_build)
+        .wgpu_portable(opts.wgpu_portable)
         .capacity(case.slots)
         .max_load_factor(1.0)
         .growth(false);
@@ -458,7 +470,8 @@ impl<K: GenKey, V: Value> Target<K, V> for TableTarget<K, V> {
 
     fn prepare(&mut self, case: &Case, w: &Workload<K, V>) -> Result<(), BenchError> {
         self.reset();
-        let (table, stored) = prefilled_table(self.device, &self.scheme, self.region_build, case, w).map_err(|e| self.err(e))?;
+        let opts = TableOptions { region_build: self.region_build, ..TableOptions::default() };
+        let (table, stored) = prefilled_table(self.device, &self.scheme, opts, case, w).map_err(|e| self.err(e))?;
         self.table = Some(table);
         self.stored = stored;
         if !case.op.builds_table() {
@@ -544,7 +557,7 @@ fn table_target<K: GenKey, V: Value>(spec: &GridSpec, scheme: &str, paged: bool)
         Device::Cuda(_) if !paged => Box::new(super::cuda::CudaTarget::<K, V>::new(device, scheme, region)),
         #[cfg(feature = "wgpu")]
         Device::Wgpu | Device::WgpuAdapter(_) if !paged => {
-            Box::new(super::wgpu::WgpuTarget::<K, V>::new(device, scheme, std::time::Duration::from_millis(spec.warm_ms)))
+            Box::new(super::wgpu::WgpuTarget::<K, V>::new(device, scheme, std::time::Duration::from_millis(spec.warm_ms), spec.wgpu_portable))
         }
         _ => {
             let _ = paged;

@@ -227,6 +227,10 @@ pub(crate) struct BenchArgs {
     #[arg(long, requires = "oversub", value_name = "N",
           value_parser = clap::value_parser!(u32).range(1..=defaults::MAX_RESIDENT as i64))]
     resident: Option<u32>,
+    /// wgpu: build the tables portable (the browser's kernels: 32-bit
+    /// atomics, no subgroup operations) on an adapter that has more
+    #[arg(long)]
+    wgpu_portable: bool,
     /// Timed repetitions per measurement (after one warm-up)
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1000))]
     reps: Option<u64>,
@@ -340,6 +344,7 @@ fn resolve(args: &BenchArgs, device: Device) -> Result<Settings, BenchError> {
         device,
         schemes,
         region_build: args.region_build.unwrap_or_default(),
+        wgpu_portable: args.wgpu_portable,
         peers: !args.no_peers && !paged,
         ops: args.ops.as_ref().map_or(p.ops.to_vec(), |l| l.0.clone()),
         key_bits: pick(&args.keys, p.key_bits),
@@ -411,6 +416,7 @@ fn settings_lines(s: &Settings) -> Vec<(String, String)> {
         ("preset".into(), s.preset.into()),
         ("schemes".into(), g.schemes.join(",")),
         ("region_build".into(), region_build_name(g.region_build).into()),
+        ("wgpu_portable".into(), g.wgpu_portable.to_string()),
         ("peers".into(), g.peers.to_string()),
         ("limits".into(), s.limits.to_string()),
         ("ops".into(), join(g.ops.iter().map(|o| o.name().to_string()).collect())),

@@ -12,7 +12,7 @@ use gpuhash::backend::wgpu::WgpuTable;
 use gpuhash::backend::InsertMode;
 use gpuhash::{Device, Error as TableError, HashTable, Reduce, RegionBuild, Value};
 
-use super::grid::{check_hits, prefilled_table, Case, Op, Sample, Target};
+use super::grid::{check_hits, prefilled_table, Case, Op, Sample, TableOptions, Target};
 use super::keys::{GenKey, Workload};
 use super::BenchError;
 
@@ -35,11 +35,13 @@ pub(crate) struct WgpuTarget<K: GenKey, V: Value> {
     stored: u64,
     /// GPU work right before each timed call (`--warm-ms`).
     warm: Duration,
+    /// Tables built portable (`--wgpu-portable`).
+    portable: bool,
 }
 
 impl<K: GenKey, V: Value> WgpuTarget<K, V> {
-    pub(crate) fn new(device: Device, scheme: &str, warm: Duration) -> Self {
-        WgpuTarget { device, scheme: scheme.into(), table: None, bufs: None, probes: None, stored: 0, warm }
+    pub(crate) fn new(device: Device, scheme: &str, warm: Duration, portable: bool) -> Self {
+        WgpuTarget { device, scheme: scheme.into(), table: None, bufs: None, probes: None, stored: 0, warm, portable }
     }
 
     fn err(&self, source: TableError) -> BenchError {
@@ -76,7 +78,8 @@ impl<K: GenKey, V: Value> Target<K, V> for WgpuTarget<K, V> {
     fn prepare(&mut self, case: &Case, w: &Workload<K, V>) -> Result<(), BenchError> {
         self.reset();
         let (table, stored) =
-            prefilled_table(self.device, &self.scheme, RegionBuild::Never, case, w).map_err(|e| self.err(e))?;
+            prefilled_table(self.device, &self.scheme, TableOptions { region_build: RegionBuild::Never, wgpu_portable: self.portable }, case, w)
+                .map_err(|e| self.err(e))?;
         self.stored = stored;
         if !matches!(case.op, Op::Insert | Op::InsertIfAbsent | Op::ApplySum) {
             self.probes = Some(table.stats().map_err(|e| self.err(e))?.mean_probe_buckets);
