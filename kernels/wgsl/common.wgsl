@@ -163,13 +163,15 @@ fn special_of(k: vec2<u32>) -> u32 {
     return 0u;
 }
 
-// report(entry) and add_count(count, lid), the counted appends and sums
-// of every kernel, come from counting.wgsl, or from counting_subgroups.wgsl
-// where the adapter has subgroup operations.
+// Appends `entry` to the `flags` list.
+fn report(entry: u32) {
+    let at = atomicAdd(&counters[1], 1u);
+    flags[at] = entry;
+}
 
-// add_count's end, once every invocation of the group added its share to
-// wg_count: one global atomic for the group.
-fn publish_count(lid: u32) {
+// Adds this workgroup's `count` to counters[0]: one global atomic per group.
+fn add_count(count: u32, lid: u32) {
+    atomicAdd(&wg_count, count);
     workgroupBarrier();
     if (lid == 0u) {
         let c = atomicLoad(&wg_count);

@@ -226,8 +226,8 @@ pub(crate) struct GridSpec {
     pub warmup: usize,
     /// wgpu: milliseconds of GPU work before each timed call.
     pub warm_ms: u64,
-    /// wgpu: tables built with `Builder::wgpu_portable` (the browser's
-    /// kernels: 32-bit atomics, no subgroup operations).
+    /// wgpu: tables built with `Builder::wgpu_portable` (the kernels a
+    /// browser runs: 32-bit atomics only).
     pub wgpu_portable: bool,
     pub seed: u64,
     pub multiplicity: u64,

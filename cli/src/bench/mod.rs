@@ -227,8 +227,8 @@ pub(crate) struct BenchArgs {
     #[arg(long, requires = "oversub", value_name = "N",
           value_parser = clap::value_parser!(u32).range(1..=defaults::MAX_RESIDENT as i64))]
     resident: Option<u32>,
-    /// wgpu: build the tables portable (the browser's kernels: 32-bit
-    /// atomics, no subgroup operations) on an adapter that has more
+    /// wgpu: build the tables portable (the kernels a browser runs: 32-bit
+    /// atomics only) on an adapter that has more
     #[arg(long)]
     wgpu_portable: bool,
     /// Timed repetitions per measurement (after one warm-up)
