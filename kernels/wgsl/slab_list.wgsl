@@ -273,16 +273,23 @@ fn claim_free(k: vec2<u32>, v: vec2<u32>) -> u32 {
     return placed;
 }
 
-// The later passes of insert_direct (8-byte slots): the items it deferred
-// (out[i] = GH_DEFERRED) claim again, in a pass of kind `kind`.
-fn insert_pass(gid: vec3<u32>, lid: u32, kind: u32) {
+// A later pass of kind `kind`: the items insert_direct deferred (8-byte
+// slots, out[i] = GH_DEFERRED) claim again, or, with `reps`, the
+// representatives claim_reps left pending (16-byte slots) place their key
+// again.
+fn later_pass(gid: vec3<u32>, lid: u32, kind: u32, reps: bool) {
     pass_kind = kind;
+    let waiting = select(GH_DEFERRED, GH_REP_PENDING, reps);
     var placed = 0u;
     let total = rounds();
     for (var r = 0u; r < total; r += 1u) {
         let i = gid.x + r * params.stride;
-        if (i < params.n && out[i] == GH_DEFERRED) {
-            placed += insert_item(i);
+        if (i < params.n && out[i] == waiting) {
+            if (reps) {
+                placed += claim_rep(i);
+            } else {
+                placed += insert_item(i);
+            }
         }
     }
     add_count(placed, lid);
@@ -290,45 +297,30 @@ fn insert_pass(gid: vec3<u32>, lid: u32, kind: u32) {
 
 @compute @workgroup_size(256)
 fn insert_retry(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
-    insert_pass(gid, lid, PASS_LOCK);
+    later_pass(gid, lid, PASS_LOCK, false);
 }
 
 @compute @workgroup_size(256)
 fn insert_carry(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
-    insert_pass(gid, lid, PASS_CARRY);
+    later_pass(gid, lid, PASS_CARRY, false);
 }
 
 @compute @workgroup_size(256)
 fn insert_deferred(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
-    insert_pass(gid, lid, PASS_DECIDE);
-}
-
-// The later passes of claim_reps (16-byte slots): representatives it left
-// pending place their key again.
-fn claim_reps_pass(gid: vec3<u32>, lid: u32, kind: u32) {
-    pass_kind = kind;
-    var placed = 0u;
-    let total = rounds();
-    for (var r = 0u; r < total; r += 1u) {
-        let i = gid.x + r * params.stride;
-        if (i < params.n && out[i] == GH_REP_PENDING) {
-            placed += claim_rep(i);
-        }
-    }
-    add_count(placed, lid);
+    later_pass(gid, lid, PASS_DECIDE, false);
 }
 
 @compute @workgroup_size(256)
 fn claim_reps_retry(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
-    claim_reps_pass(gid, lid, PASS_LOCK);
+    later_pass(gid, lid, PASS_LOCK, true);
 }
 
 @compute @workgroup_size(256)
 fn claim_reps_carry(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
-    claim_reps_pass(gid, lid, PASS_CARRY);
+    later_pass(gid, lid, PASS_CARRY, true);
 }
 
 @compute @workgroup_size(256)
 fn claim_reps_deferred(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
-    claim_reps_pass(gid, lid, PASS_DECIDE);
+    later_pass(gid, lid, PASS_DECIDE, true);
 }
