@@ -28,7 +28,7 @@ const PARALLEL_MOVES: u64 = 14;
 
 /// Listed keys one run of parallel rounds plans at once: their path words
 /// (two each) are a work buffer taken before an insert changes anything.
-pub(super) const WINDOW: usize = 1 << 20;
+const WINDOW: usize = 1 << 20;
 
 /// Parallel rounds of one window at most; keys still losing locks after
 /// them are the serial phase's.
@@ -119,7 +119,7 @@ pub(super) async fn place_pending(w: &mut Work<'_>, bufs: &Placement<'_>, p: Par
     w.clear_range(bufs.scratch, 8);
     w.dispatch(Kernel::CollectPending, p, b).await?;
     let left = read_word(w, bufs, PENDING_COUNT).await?;
-    w.dispatch_times(Kernel::EvictSerial, Params { n: 1, ..p }, b, left.div_ceil(SERIAL_KEYS), None).await?;
+    w.dispatch_times(Kernel::EvictSerial, Params { n: 1, ..p }, b, left.div_ceil(SERIAL_KEYS)).await?;
     w.dispatch(Kernel::Relocate, p, b).await
 }
 

@@ -677,21 +677,12 @@ impl Gpu {
 impl Work<'_> {
     /// Records `kernel` over `p.n` items (nothing when there are none).
     pub(crate) async fn dispatch(&mut self, kernel: Kernel, p: Params, b: &Bindings<'_>) -> Result<()> {
-        self.dispatch_times(kernel, p, b, 1, None).await
+        self.dispatch_times(kernel, p, b, 1).await
     }
 
     /// Records `kernel` over `p.n` items `times` times in a row, in one
     /// pass with one binding (each dispatch sees the previous one's writes).
-    /// With `indirect`, dispatch `j` takes its workgroup counts from words
-    /// `3j..3j + 3` of that buffer instead (written by earlier work).
-    pub(crate) async fn dispatch_times(
-        &mut self,
-        kernel: Kernel,
-        p: Params,
-        b: &Bindings<'_>,
-        times: u32,
-        indirect: Option<&wgpu::Buffer>,
-    ) -> Result<()> {
+    pub(crate) async fn dispatch_times(&mut self, kernel: Kernel, p: Params, b: &Bindings<'_>, times: u32) -> Result<()> {
         if p.n == 0 || times == 0 {
             return Ok(());
         }
@@ -759,11 +750,8 @@ impl Work<'_> {
             self.encoder.begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some(kernel.entry()), timestamp_writes: None });
         pass.set_pipeline(pipeline);
         pass.set_bind_group(0, &bind, &[]);
-        for j in 0..times {
-            match indirect {
-                Some(args) => pass.dispatch_workgroups_indirect(args, j as u64 * 12),
-                None => pass.dispatch_workgroups(groups, 1, 1),
-            }
+        for _ in 0..times {
+            pass.dispatch_workgroups(groups, 1, 1);
         }
         Ok(())
     }
