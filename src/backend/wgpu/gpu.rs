@@ -790,9 +790,8 @@ impl Work<'_> {
     /// fresh encoder. For the host to steer the rest of a call by a count
     /// the GPU computed.
     pub(crate) async fn flush_and_read(&mut self, staging: &wgpu::Buffer, words: usize) -> Result<Vec<u32>> {
-        let fresh = self.gpu.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("gpuhash") });
-        let done = Work { gpu: self.gpu, variant: self.variant, encoder: std::mem::replace(&mut self.encoder, fresh) };
-        done.finish_and_read(staging, words).await
+        let fresh = self.gpu.work(self.variant).await?;
+        std::mem::replace(self, fresh).finish_and_read(staging, words).await
     }
 
     /// Submits the work. Natively it also waits for it; on the browser's
