@@ -171,9 +171,12 @@ impl Builder {
     /// a table whose slots are 16 bytes (a 64-bit key or value) claims its
     /// keys with one 64-bit compare-exchange where the adapter offers
     /// 64-bit atomics (Vulkan and DX12 on most GPUs), a single pass per
-    /// insert; `true` takes the portable path there too (a representative
-    /// per distinct key first, then a claim through an occupancy bitmap),
-    /// which is what runs in a browser, so it can be tested natively.
+    /// insert, and every table's insert-or-apply combines repeated keys
+    /// with subgroup operations where the adapter has them; `true` takes
+    /// the portable path there too (a representative per distinct key
+    /// first, then a claim through an occupancy bitmap; one atomic per
+    /// reduced value), which is what runs in a browser, so it can be
+    /// tested natively.
     /// Results are the same either way; other devices ignore it.
     ///
     /// ```

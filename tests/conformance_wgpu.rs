@@ -298,15 +298,21 @@ fn buffer_calls_body<K: Key, V: TestValue>() {
 }
 
 /// 16-byte slots take 64-bit atomics exactly where the adapter has them and
-/// the table was not built portable; 8-byte slots never need them.
+/// the table was not built portable; 8-byte slots never need them. Every
+/// table folds with subgroup operations where the adapter has them, but a
+/// portable one.
 #[test]
-fn atomics64_where_offered() {
+fn capabilities_where_offered() {
     let Some(dev) = usable(Target::new(Device::Wgpu, Scheme::Linear)) else { return };
     let build = |portable| HashTable::<u64, u32>::builder().device(dev.device).wgpu_portable(portable).build::<u64, u32>().unwrap();
-    let offered = gpuhash::backend::wgpu::offers_atomics64(dev.device).unwrap();
-    println!("wgpu adapter offers 64-bit atomics: {offered}");
-    assert_eq!(build(false).wgpu().unwrap().atomics64(), offered);
+    let offered = gpuhash::backend::wgpu::offered(dev.device).unwrap();
+    println!("wgpu adapter offers {offered:?}");
+    assert_eq!(gpuhash::backend::wgpu::offers_atomics64(dev.device).unwrap(), offered.atomics64);
+    assert_eq!(build(false).wgpu().unwrap().atomics64(), offered.atomics64);
+    assert_eq!(build(false).wgpu().unwrap().capabilities(), offered);
     assert!(!build(true).wgpu().unwrap().atomics64());
+    assert_eq!(build(true).wgpu().unwrap().capabilities(), gpuhash::backend::wgpu::Capabilities::default());
     let narrow = HashTable::<u32, u32>::builder().device(dev.device).build::<u32, u32>().unwrap();
     assert!(!narrow.wgpu().unwrap().atomics64());
+    assert_eq!(narrow.wgpu().unwrap().capabilities().subgroups, offered.subgroups);
 }

@@ -123,13 +123,22 @@ fn insert_item(i: u32) -> u32 {
 }
 
 // Apply, after insert_direct: reduces item i's value into slot out[i].
+// Every invocation runs every round (reduce_grouped wants uniform control
+// flow).
 @compute @workgroup_size(256)
 fn fold(@builtin(global_invocation_id) gid: vec3<u32>) {
-    for (var i = gid.x; i < params.n; i += params.stride) {
-        let s = out[i];
-        if (s != GH_NONE) {
-            reduce_into(s, item_value(i));
+    let total = rounds();
+    for (var r = 0u; r < total; r += 1u) {
+        let i = gid.x + r * params.stride;
+        var s = GH_NONE;
+        var v = vec2<u32>(0u, 0u);
+        if (i < params.n) {
+            s = out[i];
+            if (s != GH_NONE) {
+                v = item_value(i);
+            }
         }
+        reduce_grouped(s, v);
     }
 }
 
@@ -248,23 +257,31 @@ fn claim_rep(i: u32) -> u32 {
 
 // Every item learns its representative's outcome: a refused key is
 // reported at each position holding it; apply reduces every value into
-// the slot but the one its representative placed with.
+// the slot but the one its representative placed with. Every invocation
+// runs every round (reduce_grouped wants uniform control flow).
 @compute @workgroup_size(256)
 fn settle(@builtin(global_invocation_id) gid: vec3<u32>) {
-    for (var i = gid.x; i < params.n; i += params.stride) {
-        let o = out[i];
-        if (o == GH_SPECIAL_ITEM) {
-            continue;
+    let total = rounds();
+    for (var r = 0u; r < total; r += 1u) {
+        let i = gid.x + r * params.stride;
+        var s = GH_NONE;
+        var v = vec2<u32>(0u, 0u);
+        if (i < params.n && out[i] != GH_SPECIAL_ITEM) {
+            let o = out[i];
+            let own = (o & GH_REP_BIT) != 0u;
+            var state = o;
+            if (!own) {
+                state = out[o];
+            }
+            if (state == GH_REP_REFUSED) {
+                report(params.base + i);
+            } else if (params.mode == GH_MODE_APPLY && !(own && (state & GH_REP_NEW) != 0u)) {
+                s = state & GH_REP_SLOT;
+                v = item_value(i);
+            }
         }
-        let own = (o & GH_REP_BIT) != 0u;
-        var state = o;
-        if (!own) {
-            state = out[o];
-        }
-        if (state == GH_REP_REFUSED) {
-            report(params.base + i);
-        } else if (params.mode == GH_MODE_APPLY && !(own && (state & GH_REP_NEW) != 0u)) {
-            reduce_into(state & GH_REP_SLOT, item_value(i));
+        if (params.mode == GH_MODE_APPLY) {
+            reduce_grouped(s, v);
         }
     }
 }

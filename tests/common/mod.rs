@@ -745,6 +745,7 @@ macro_rules! conformance_suite {
             large_batches_into_empty_tables,
             assign_duplicates_in_one_batch,
             if_absent_and_apply,
+            skewed_apply,
             erase_churn,
             insert_erase_insert_same_keys,
             special_keys,

@@ -410,6 +410,49 @@ fn special_keys_body<K: Key, V: TestValue>(dev: Target) {
     }
 }
 
+/// insert-or-apply with skewed keys, in batch order (not shuffled): runs
+/// of one key long enough to fill a GPU subgroup, runs alternating two
+/// keys, and a zipf-like tail where the hottest key takes about 15% of the
+/// positions. Backends that combine a key's copies before reducing them
+/// (wgpu with subgroups) must agree with the oracle exactly, 64-bit sums'
+/// carries included.
+pub fn skewed_apply(dev: Target) {
+    each_pair!(skewed_apply_body, dev)
+}
+
+fn skewed_apply_body<K: Key, V: TestValue>(dev: Target) {
+    let mut cx = Ctx::new::<K, V>("skewed_apply", dev);
+    let pool = distinct_keys::<K>(&mut cx.rng, 2000);
+    let n = scaled(60_000);
+    let mut keys = Vec::with_capacity(n);
+    while keys.len() < n {
+        let hot = pool[cx.rng.random_range(0..8)];
+        match cx.rng.random_range(0..4) {
+            0 => keys.extend(std::iter::repeat_n(hot, cx.rng.random_range(1..200))),
+            1 => {
+                let other = pool[cx.rng.random_range(0..pool.len())];
+                keys.extend((0..cx.rng.random_range(2..100)).map(|i| if i % 2 == 0 { hot } else { other }));
+            }
+            // u^4 over the pool: index 0 with probability (1/2000)^(1/4), about 15%.
+            _ => keys.extend((0..500).map(|_| pool[(cx.rng.random::<f64>().powi(4) * pool.len() as f64) as usize])),
+        }
+    }
+    keys.truncate(n);
+    for op in [Reduce::Sum, Reduce::Min, Reduce::Max] {
+        cx.phase = format!("insert_or_apply {op:?}");
+        let mut t = unwrap(builder(dev).capacity(4096).build::<K, V>(), "new", &cx);
+        let mut o = Oracle::new();
+        let pre_vals = num_values::<V>(&mut cx.rng, 500);
+        insert(&mut t, &mut o, Op::Assign, &pool[..500], &pre_vals, &cx);
+        for round in 0..2 {
+            let vals = num_values::<V>(&mut cx.rng, keys.len());
+            insert(&mut t, &mut o, Op::Apply(op), &keys, &vals, &cx);
+            cx.phase = format!("insert_or_apply {op:?} round {round}");
+            check_table(&t, &o, &cx);
+        }
+    }
+}
+
 // ------------------------------------------------------------------ 7
 
 pub fn one_key_repeated(dev: Target) {

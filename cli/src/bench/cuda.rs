@@ -95,7 +95,7 @@ impl<K: GenKey, V: Value> Target<K, V> for CudaTarget<K, V> {
         })()
         .map_err(|e| self.err(e))?;
         stream.synchronize().map_err(|e| self.err(dev_err(e)))?;
-        if !matches!(case.op, Op::Insert | Op::InsertIfAbsent | Op::ApplySum) {
+        if !(matches!(case.op, Op::Insert | Op::InsertIfAbsent) || case.op.applies()) {
             self.probes = Some(table.stats().map_err(|e| self.err(e))?.mean_probe_buckets);
         }
         self.table = Some(table);
@@ -122,7 +122,7 @@ impl<K: GenKey, V: Value> Target<K, V> for CudaTarget<K, V> {
                     (rejected_of(t.insert_device(&k, &v, InsertMode::Assign))?, 0)
                 }
                 Op::InsertIfAbsent => (rejected_of(t.insert_device(&k, &v, InsertMode::IfAbsent))?, 0),
-                Op::ApplySum => (rejected_of(t.insert_device(&k, &v, InsertMode::Apply(Reduce::Sum)))?, 0),
+                Op::ApplySum | Op::ApplyZipf | Op::ApplyHot => (rejected_of(t.insert_device(&k, &v, InsertMode::Apply(Reduce::Sum)))?, 0),
                 Op::FindHit | Op::FindMiss50 | Op::FindMiss => {
                     (0, t.find_device(&k, &mut bufs.out_values.as_view_mut(), &mut bufs.found.as_view_mut())?)
                 }
@@ -153,7 +153,7 @@ impl<K: GenKey, V: Value> Target<K, V> for CudaTarget<K, V> {
         self.bufs = Some(bufs);
         let (rejected, hits) = outcome.map_err(|e| self.err(e))?;
         check_hits(&format!("{}/{}", self.device, self.scheme), case, hits, self.stored)?;
-        if matches!(case.op, Op::Insert | Op::InsertIfAbsent | Op::ApplySum) {
+        if (matches!(case.op, Op::Insert | Op::InsertIfAbsent) || case.op.applies()) {
             let stats = self.table.as_ref().unwrap().stats().map_err(|e| self.err(e))?;
             self.probes = Some(stats.mean_probe_buckets);
         }

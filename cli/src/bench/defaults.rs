@@ -70,6 +70,10 @@ pub(crate) const WARMUP_REPS: usize = 1;
 pub(crate) const WGPU_WARM_MS: u64 = 500;
 /// Occurrences of each distinct key in the `apply_sum` batch.
 pub(crate) const MULTIPLICITY: u64 = 16;
+/// The exponent of `apply_zipf`'s draws.
+pub(crate) const ZIPF_EXPONENT: f64 = 1.2;
+/// Copies of `apply_hot`'s one hot key.
+pub(crate) const HOT_COPIES: u64 = 1 << 24;
 /// Split of the `mixed` workload, percent of operations.
 pub(crate) const MIX: Mix = Mix { insert: 20, erase: 10, find: 70 };
 /// Operations per round of the `mixed` workload: each round is one insert,

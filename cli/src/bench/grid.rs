@@ -36,6 +36,12 @@ pub(crate) enum Op {
     Erase,
     /// insert-or-apply (sum) of n distinct keys, each `multiplicity` times.
     ApplySum,
+    /// `apply_sum`'s n distinct keys once, then its other copies drawn
+    /// zipf(1.2) over them (the hottest key takes about 18% of the draws).
+    ApplyZipf,
+    /// `apply_sum` with 2^24 of its copies (at most all but one pass) made
+    /// one key.
+    ApplyHot,
     /// Rounds of insert, erase and find calls in the `--mix` proportions.
     Mixed,
     /// `clean_tombstones`, then reinsertion of erased keys (see `clean.rs`).
@@ -54,6 +60,8 @@ impl Op {
         Op::Contains,
         Op::Erase,
         Op::ApplySum,
+        Op::ApplyZipf,
+        Op::ApplyHot,
         Op::Mixed,
         Op::CleanReinsert,
         Op::RehashReinsert,
@@ -69,6 +77,8 @@ impl Op {
             Op::Contains => "contains",
             Op::Erase => "erase",
             Op::ApplySum => "apply_sum",
+            Op::ApplyZipf => "apply_zipf",
+            Op::ApplyHot => "apply_hot",
             Op::Mixed => "mixed",
             Op::CleanReinsert => "clean_reinsert",
             Op::RehashReinsert => "rehash_reinsert",
@@ -79,17 +89,22 @@ impl Op {
         Op::ALL.iter().copied().find(|o| o.name() == s)
     }
 
+    /// The insert-or-apply ops: uniform copies and the two skews.
+    pub(crate) fn applies(self) -> bool {
+        matches!(self, Op::ApplySum | Op::ApplyZipf | Op::ApplyHot)
+    }
+
     /// Ops that run at loads above 1.0 and count the keys a full table
     /// rejects. Lookups in an overfull table would only measure the probe
     /// limit (every miss scans it), so they stop at 1.0.
     pub(crate) fn allows_overfull(self) -> bool {
-        matches!(self, Op::Insert | Op::InsertIfAbsent | Op::ApplySum)
+        matches!(self, Op::Insert | Op::InsertIfAbsent) || self.applies()
     }
 
     /// Whether the timed call builds the table (probe statistics are then
     /// taken after it) rather than using a prefilled one (taken before).
     fn builds_table(self) -> bool {
-        matches!(self, Op::Insert | Op::InsertIfAbsent | Op::ApplySum)
+        matches!(self, Op::Insert | Op::InsertIfAbsent) || self.applies()
     }
 }
 
@@ -226,8 +241,8 @@ pub(crate) struct GridSpec {
     pub warmup: usize,
     /// wgpu: milliseconds of GPU work before each timed call.
     pub warm_ms: u64,
-    /// wgpu: tables built with `Builder::wgpu_portable` (the kernels a
-    /// browser runs: 32-bit atomics only).
+    /// wgpu: tables built with `Builder::wgpu_portable` (the browser's
+    /// kernels: 32-bit atomics, no subgroups).
     pub wgpu_portable: bool,
     pub seed: u64,
     pub multiplicity: u64,
@@ -500,7 +515,9 @@ impl<K: GenKey, V: Value> Target<K, V> for TableTarget<K, V> {
                     (rejected_of(t.insert_or_assign(&w.keys, &w.values))?, 0)
                 }
                 Op::InsertIfAbsent => (rejected_of(t.insert_if_absent(&w.keys, &w.values))?, 0),
-                Op::ApplySum => (rejected_of(t.insert_or_apply(&w.keys, &w.values, Reduce::Sum))?, 0),
+                Op::ApplySum | Op::ApplyZipf | Op::ApplyHot => {
+                    (rejected_of(t.insert_or_apply(&w.keys, &w.values, Reduce::Sum))?, 0)
+                }
                 Op::FindHit | Op::FindMiss50 | Op::FindMiss => (0, t.find_into(&w.keys, vals, found)?),
                 Op::Contains => (0, t.contains_into(&w.keys, found)?),
                 Op::Erase => (0, t.erase(&w.keys)?),

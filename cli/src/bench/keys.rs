@@ -9,8 +9,12 @@
 use std::ops::Range;
 
 use gpuhash::{Key, Value};
+use rand::SeedableRng;
+use rand_distr::{Distribution, Zipf};
+use rand_pcg::Pcg64Mcg;
 use rayon::prelude::*;
 
+use super::defaults;
 use super::grid::{Batch, Case, Op};
 
 /// A key type the generator can produce.
@@ -64,8 +68,37 @@ pub(crate) fn apply_distinct(case: &Case) -> u64 {
 pub(crate) fn hit_counters(case: &Case) -> u64 {
     match (case.batch, case.op) {
         (Batch::Keys(b), Op::Insert | Op::InsertIfAbsent) => case.distinct + b,
-        (Batch::Keys(_), Op::ApplySum) => case.distinct + apply_distinct(case),
+        (Batch::Keys(_), op) if op.applies() => case.distinct + apply_distinct(case),
         _ => case.distinct,
+    }
+}
+
+/// The key counter (out of `distinct`) at position `j` of an apply batch
+/// of `total` positions: every key once in the first pass, then, for
+/// `apply_sum`, every key again pass after pass; for `apply_zipf`, a
+/// zipf-distributed draw; for `apply_hot`, the pass pattern with
+/// [`defaults::HOT_COPIES`] positions (at most all after the first pass)
+/// spread evenly and made counter 0. The first pass keeps the distinct
+/// keys exact, so the stored count checks every skew alike.
+pub(crate) fn apply_counter(op: Op, g: &KeyGen, j: u64, distinct: u64, total: u64) -> u64 {
+    let d = distinct.max(1);
+    if j < d {
+        return j;
+    }
+    match op {
+        Op::ApplyZipf => g.zipf_rank(j, d),
+        Op::ApplyHot => {
+            let later = u128::from(total.saturating_sub(d).max(1));
+            let hot = u128::from(defaults::HOT_COPIES).min(later);
+            let q = u128::from(j - d);
+            // Position q is hot where the running count of hot positions steps.
+            if (q + 1) * hot / later > q * hot / later {
+                0
+            } else {
+                j % d
+            }
+        }
+        _ => j % d,
     }
 }
 
@@ -100,6 +133,15 @@ impl KeyGen {
     #[inline]
     pub(crate) fn miss<K: GenKey>(&self, i: u64) -> K {
         K::nth(self.seed, i + domain_half(K::BITS))
+    }
+
+    /// Rank (0 the most frequent) of a zipf([`defaults::ZIPF_EXPONENT`])
+    /// draw over `n` ranks for position `i`: a generator seeded per
+    /// position, so the draws are replayable and parallel.
+    fn zipf_rank(&self, i: u64, n: u64) -> u64 {
+        let zipf = Zipf::new(n as f64, defaults::ZIPF_EXPONENT).expect("n >= 1 and a positive exponent");
+        let mut rng = Pcg64Mcg::seed_from_u64(mix64(i ^ self.seed.rotate_left(29)));
+        (zipf.sample(&mut rng) as u64).clamp(1, n) - 1
     }
 
     /// A fair coin per position, independent of the keys.
@@ -189,12 +231,13 @@ impl<K: GenKey, V: Value> Workload<K, V> {
                 w.prefill_values = vals(0, n);
                 w.keys = KeyGen::fill(n, |i| g.miss(i));
             }
-            Op::ApplySum => {
-                // Every distinct key once per pass, `multiplicity` passes: copies
-                // of a key are far apart, as in a stream of k-mers or events.
-                let m = case.multiplicity;
-                w.keys = KeyGen::fill(n * m, |j| g.hit(j % n.max(1)));
-                w.values = vec![V::from_bits(1); (n * m) as usize];
+            Op::ApplySum | Op::ApplyZipf | Op::ApplyHot => {
+                // apply_sum: every distinct key once per pass, `multiplicity`
+                // passes, so copies of a key are far apart, as in a stream of
+                // k-mers or events; the skews redraw the later passes.
+                let total = n * case.multiplicity;
+                w.keys = KeyGen::fill(total, |j| g.hit(apply_counter(case.op, &g, j, n, total)));
+                w.values = vec![V::from_bits(1); total as usize];
             }
             Op::Mixed => w.build_mixed(case, &g),
             Op::CleanReinsert | Op::RehashReinsert => w.build_clean(n, &g),
@@ -223,9 +266,9 @@ impl<K: GenKey, V: Value> Workload<K, V> {
                 w.keys = KeyGen::fill(b, |i| g.hit(n + i));
                 w.values = KeyGen::fill(b, |i| V::from_bits(n + i));
             }
-            Op::ApplySum => {
+            Op::ApplySum | Op::ApplyZipf | Op::ApplyHot => {
                 let fresh = apply_distinct(case);
-                w.keys = KeyGen::fill(b, |j| g.hit(n + j % fresh));
+                w.keys = KeyGen::fill(b, |j| g.hit(n + apply_counter(case.op, g, j, fresh, b)));
                 w.values = vec![V::from_bits(1); b as usize];
             }
             Op::FindHit | Op::Contains | Op::Erase => w.keys = KeyGen::fill(b, stored),
@@ -307,7 +350,7 @@ mod tests {
     #[test]
     fn batches_take_fresh_or_stored_keys() {
         let seed = rep_seed(3, 1);
-        for op in [Op::Insert, Op::InsertIfAbsent, Op::ApplySum, Op::FindHit, Op::FindMiss50, Op::FindMiss, Op::Contains, Op::Erase] {
+        for op in Op::ALL.iter().copied().filter(|op| !matches!(op, Op::Mixed | Op::CleanReinsert | Op::RehashReinsert)) {
             for b in [100u64, 2048, 5000] {
                 let c = case(op, Batch::Keys(b));
                 let w = Workload::<u64, u32>::build(&c, seed);
@@ -322,7 +365,7 @@ mod tests {
                         assert_eq!((hits, distinct), (0, b), "{op:?} {b}: fresh distinct keys");
                         assert_eq!(w.values.len() as u64, b);
                     }
-                    Op::ApplySum => {
+                    Op::ApplySum | Op::ApplyZipf | Op::ApplyHot => {
                         assert_eq!(hits, 0, "{op:?} {b}");
                         assert_eq!(distinct, apply_distinct(&c), "{op:?} {b}");
                         assert_eq!(hit_counters(&c), 2048 + distinct);
@@ -339,6 +382,31 @@ mod tests {
         // The whole load keeps today's workloads.
         let w = Workload::<u64, u32>::build(&case(Op::Insert, Batch::All), seed);
         assert!(w.prefill.is_empty() && w.keys.len() == 2048);
+    }
+
+    #[test]
+    fn apply_skews_keep_every_key_and_skew_the_rest() {
+        let mut c = case(Op::ApplySum, Batch::All);
+        c.multiplicity = 64; // 2048 keys, 131,072 positions
+        let counts = |op| {
+            let w = Workload::<u64, u32>::build(&Case { op, ..c }, rep_seed(9, 1));
+            let mut m = std::collections::HashMap::<u64, u64>::new();
+            w.keys.iter().for_each(|k| *m.entry(*k).or_default() += 1);
+            let mut v: Vec<u64> = m.into_values().collect();
+            v.sort_unstable_by(|a, b| b.cmp(a));
+            v
+        };
+        let total = 2048 * 64;
+        let uniform = counts(Op::ApplySum);
+        assert_eq!((uniform.len(), uniform[0], uniform[2047]), (2048, 64, 64));
+        // The hot key: every position after the first pass (fewer than 2^24).
+        let hot = counts(Op::ApplyHot);
+        assert_eq!((hot.len(), hot[0], hot[1]), (2048, total - 2047, 1));
+        // zipf(1.2) over 2048 ranks: the first takes 1/H(2048, 1.2), about 22%,
+        // of the draws after the first pass; every key appears.
+        let zipf = counts(Op::ApplyZipf);
+        let share = (zipf[0] - 1) as f64 / (total - 2048) as f64;
+        assert!(zipf.len() == 2048 && (0.21..0.235).contains(&share), "{} keys, top share {share}", zipf.len());
     }
 
     #[test]

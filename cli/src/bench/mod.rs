@@ -180,8 +180,9 @@ pub(crate) struct BenchArgs {
     #[arg(long, value_parser = parse_device)]
     device: Option<Device>,
     /// Operations, comma-separated, or all: insert, insert_if_absent, find_hit,
-    /// find_miss50, find_miss, contains, erase, apply_sum, mixed, clean_reinsert,
-    /// rehash_reinsert (these two at load 0.9 whatever --loads says)
+    /// find_miss50, find_miss, contains, erase, apply_sum, apply_zipf, apply_hot,
+    /// mixed, clean_reinsert, rehash_reinsert (these two at load 0.9 whatever
+    /// --loads says)
     #[arg(long, value_parser = parse_ops)]
     ops: Option<List<Op>>,
     /// Key widths, e.g. u32,u64
@@ -227,8 +228,8 @@ pub(crate) struct BenchArgs {
     #[arg(long, requires = "oversub", value_name = "N",
           value_parser = clap::value_parser!(u32).range(1..=defaults::MAX_RESIDENT as i64))]
     resident: Option<u32>,
-    /// wgpu: build the tables portable (the kernels a browser runs: 32-bit
-    /// atomics only) on an adapter that has more
+    /// wgpu: build the tables portable (the browser's kernels: 32-bit
+    /// atomics, no subgroups) on an adapter that has more
     #[arg(long)]
     wgpu_portable: bool,
     /// Timed repetitions per measurement (after one warm-up)
@@ -382,7 +383,7 @@ fn resolve(args: &BenchArgs, device: Device) -> Result<Settings, BenchError> {
     }
     if grid.cases().is_empty() {
         return Err(BenchError::Usage(
-            "nothing to run: loads above 1.0 only apply to insert, insert_if_absent and apply_sum".into(),
+            "nothing to run: loads above 1.0 only apply to insert, insert_if_absent and the apply ops".into(),
         ));
     }
     Ok(Settings {

@@ -36,7 +36,7 @@ pub(crate) fn all<K: GenKey, V: Value>() -> Vec<Box<dyn Target<K, V>>> {
 /// that, like the gpuhash table, it never grows inside the timed region.
 fn capacity_for<K, V>(case: &Case, w: &Workload<K, V>) -> usize {
     match case.op {
-        Op::ApplySum => w.prefill.len() + apply_distinct(case) as usize,
+        Op::ApplySum | Op::ApplyZipf | Op::ApplyHot => w.prefill.len() + apply_distinct(case) as usize,
         _ => w.prefill.len() + w.keys.len(),
     }
 }
@@ -151,7 +151,7 @@ impl<M: SerialMap<K, V>, K: GenKey, V: Value> Target<K, V> for SerialPeer<M, K, 
                 pairs.for_each(|(k, v)| m.put_if_absent(*k, *v));
                 0
             }
-            Op::ApplySum => {
+            Op::ApplySum | Op::ApplyZipf | Op::ApplyHot => {
                 pairs.for_each(|(k, v)| m.add(*k, *v));
                 0
             }
@@ -212,7 +212,7 @@ fn par_insert<K: GenKey, V: Value>(m: &DashMap<K, V>, keys: &[K], values: &[V], 
         Op::InsertIfAbsent => pairs.for_each(|(k, v)| {
             m.entry(*k).or_insert(*v);
         }),
-        Op::ApplySum => pairs.for_each(|(k, v)| {
+        Op::ApplySum | Op::ApplyZipf | Op::ApplyHot => pairs.for_each(|(k, v)| {
             m.entry(*k).and_modify(|x| *x = V::reduce(Reduce::Sum, *x, *v)).or_insert(*v);
         }),
         _ => pairs.for_each(|(k, v)| {
@@ -271,7 +271,7 @@ impl<K: GenKey, V: Value> Target<K, V> for DashPeer<K, V> {
         let start = Instant::now();
         let hits = match case.op {
             // The cleaning ops are not run on peers (see `supports`).
-            Op::Insert | Op::InsertIfAbsent | Op::ApplySum | Op::CleanReinsert | Op::RehashReinsert => {
+            Op::Insert | Op::InsertIfAbsent | Op::ApplySum | Op::ApplyZipf | Op::ApplyHot | Op::CleanReinsert | Op::RehashReinsert => {
                 par_insert(m, &w.keys, &w.values, case.op);
                 0
             }

@@ -81,7 +81,7 @@ impl<K: GenKey, V: Value> Target<K, V> for WgpuTarget<K, V> {
             prefilled_table(self.device, &self.scheme, TableOptions { region_build: RegionBuild::Never, wgpu_portable: self.portable }, case, w)
                 .map_err(|e| self.err(e))?;
         self.stored = stored;
-        if !matches!(case.op, Op::Insert | Op::InsertIfAbsent | Op::ApplySum) {
+        if !(matches!(case.op, Op::Insert | Op::InsertIfAbsent) || case.op.applies()) {
             self.probes = Some(table.stats().map_err(|e| self.err(e))?.mean_probe_buckets);
         }
         let t = table.wgpu().expect("a wgpu table");
@@ -143,7 +143,7 @@ impl<K: GenKey, V: Value> Target<K, V> for WgpuTarget<K, V> {
                     (rejected(t.insert_buffers(&bufs.keys, &bufs.values, n, InsertMode::Assign))?, 0)
                 }
                 Op::InsertIfAbsent => (rejected(t.insert_buffers(&bufs.keys, &bufs.values, n, InsertMode::IfAbsent))?, 0),
-                Op::ApplySum => {
+                Op::ApplySum | Op::ApplyZipf | Op::ApplyHot => {
                     (rejected(t.insert_buffers(&bufs.keys, &bufs.values, n, InsertMode::Apply(Reduce::Sum)))?, 0)
                 }
                 Op::FindHit | Op::FindMiss50 | Op::FindMiss => (0, t.find_buffers(&bufs.keys, &bufs.out_values, &bufs.found, n)?),
@@ -169,7 +169,7 @@ impl<K: GenKey, V: Value> Target<K, V> for WgpuTarget<K, V> {
         self.bufs = Some(bufs);
         let (rejected, hits) = outcome.map_err(|e| self.err(e))?;
         check_hits(&format!("{}/{}", self.device, self.scheme), case, hits, self.stored)?;
-        if matches!(case.op, Op::Insert | Op::InsertIfAbsent | Op::ApplySum) {
+        if (matches!(case.op, Op::Insert | Op::InsertIfAbsent) || case.op.applies()) {
             let stats = self.table.as_ref().unwrap().stats().map_err(|e| self.err(e))?;
             self.probes = Some(stats.mean_probe_buckets);
         }

@@ -43,6 +43,11 @@ pub const SLAB_LIST_SOURCE: &str = include_str!("../../../kernels/wgsl/slab_list
 pub const CUCKOO_SOURCE: &str = include_str!("../../../kernels/wgsl/cuckoo.wgsl");
 /// The bulk operations' entry points (`kernels/wgsl/bulk.wgsl`).
 pub const BULK_SOURCE: &str = include_str!("../../../kernels/wgsl/bulk.wgsl");
+/// Insert-or-apply's reductions, one atomic per value (`kernels/wgsl/fold.wgsl`).
+pub const FOLD_SOURCE: &str = include_str!("../../../kernels/wgsl/fold.wgsl");
+/// The same with subgroup operations, combining a subgroup's copies of a
+/// key first (`kernels/wgsl/fold_subgroups.wgsl`).
+pub const FOLD_SUBGROUPS_SOURCE: &str = include_str!("../../../kernels/wgsl/fold_subgroups.wgsl");
 
 /// "No slot" in the shaders' results (`GH_NONE`): the key is absent, or
 /// found no free slot.
@@ -83,6 +88,19 @@ pub struct Variant {
     pub value_words: u32,
     /// Compiled with 64-bit atomics ([`Variant::atomics64_apply`]).
     pub atomics64: bool,
+    /// Compiled with subgroup operations (insert-or-apply's reductions).
+    pub subgroups: bool,
+}
+
+/// The optional device capabilities a table's kernels may use.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Capabilities {
+    /// 64-bit integers and every 64-bit atomic: a single-pass insert for
+    /// the linear scheme's 16-byte slots.
+    pub atomics64: bool,
+    /// Subgroup operations: an insert-or-apply combines the values of a
+    /// subgroup's copies of a key before one atomic reduces them.
+    pub subgroups: bool,
 }
 
 /// Every (slot bytes, key words, value words) a table can have.
@@ -93,23 +111,26 @@ impl Variant {
     pub fn all() -> impl Iterator<Item = Variant> {
         SCHEMES.into_iter().flat_map(|scheme| {
             WIDTHS.into_iter().flat_map(move |(slot_bytes, key_words, value_words)| {
-                let v = Variant { scheme, slot_bytes, key_words, value_words, atomics64: false };
+                let v = Variant { scheme, slot_bytes, key_words, value_words, atomics64: false, subgroups: false };
                 let wide = Variant { atomics64: true, ..v };
-                std::iter::once(v).chain(Variant::atomics64_apply(scheme, slot_bytes).then_some(wide))
+                std::iter::once(v)
+                    .chain(Variant::atomics64_apply(scheme, slot_bytes).then_some(wide))
+                    .flat_map(|v| [v, Variant { subgroups: true, ..v }])
             })
         })
     }
 
-    /// The variant of a `scheme` table with keys `K` and values `V`, with
-    /// 64-bit atomics if `atomics64` and they apply to it.
-    pub fn of<K: Key, V: Value>(scheme: Scheme, atomics64: bool) -> Variant {
+    /// The variant of a `scheme` table with keys `K` and values `V` on a
+    /// device with `caps` (64-bit atomics where they apply to it).
+    pub fn of<K: Key, V: Value>(scheme: Scheme, caps: Capabilities) -> Variant {
         let slot_bytes = <K::Word<V> as Word>::BYTES;
         Variant {
             scheme,
             slot_bytes,
             key_words: K::BITS / 32,
             value_words: V::KIND.bits() / 32,
-            atomics64: atomics64 && Variant::atomics64_apply(scheme, slot_bytes),
+            atomics64: caps.atomics64 && Variant::atomics64_apply(scheme, slot_bytes),
+            subgroups: caps.subgroups,
         }
     }
 
@@ -125,8 +146,9 @@ impl Variant {
     }
 }
 
-/// Compiled variants at most (each with and without 64-bit atomics).
-const VARIANTS: usize = SCHEMES.len() * WIDTHS.len() * 2;
+/// Compiled variants at most (each with and without 64-bit atomics and
+/// subgroup operations).
+const VARIANTS: usize = SCHEMES.len() * WIDTHS.len() * 4;
 
 /// The complete WGSL module of a variant: the constants emitted from the
 /// Rust core and this backend, then the shared code, the scheme and the
@@ -175,7 +197,10 @@ pub fn shader_source(v: Variant) -> String {
     }
     let scheme = scheme_source(v.scheme).expect("a variant's scheme is one of SCHEMES");
     let wide = if v.atomics64 { LINEAR_WIDE_SOURCE } else { "" };
-    format!("{header}{c}\n{COMMON_SOURCE}\n{scheme}\n{BULK_SOURCE}\n{wide}")
+    // Naga takes the subgroup builtins with the device feature alone (it
+    // rejects `enable subgroups;`, the standard's directive, so far).
+    let fold = if v.subgroups { FOLD_SUBGROUPS_SOURCE } else { FOLD_SOURCE };
+    format!("{header}{c}\n{COMMON_SOURCE}\n{fold}\n{scheme}\n{BULK_SOURCE}\n{wide}")
 }
 
 /// `Params::mode` of an insert.
@@ -304,9 +329,10 @@ pub(crate) struct Gpu {
     pub(crate) queue: wgpu::Queue,
     pub(crate) info: wgpu::AdapterInfo,
     pub(crate) limits: wgpu::Limits,
-    /// The device has 64-bit integers and every 64-bit atomic (enabled
-    /// when the adapter offers them; never in a browser).
-    pub(crate) atomics64: bool,
+    /// What the device was opened with: 64-bit integers and every 64-bit
+    /// atomic, subgroup operations (each enabled when the adapter offers
+    /// it; neither in a browser).
+    pub(crate) caps: Capabilities,
     layout: wgpu::BindGroupLayout,
     pipeline_layout: wgpu::PipelineLayout,
     /// Pipelines per [`Variant`], compiled on first use.
@@ -341,7 +367,13 @@ pub fn adapter_info(device: Device) -> Result<wgpu::AdapterInfo> {
 /// Whether `device` (a wgpu device) offers 64-bit integers and atomics, which
 /// its tables with 16-byte slots use unless built portable.
 pub fn offers_atomics64(device: Device) -> Result<bool> {
-    Ok(gpu(adapter_index(device)?)?.atomics64)
+    Ok(offered(device)?.atomics64)
+}
+
+/// The optional capabilities `device` (a wgpu device) was opened with,
+/// which its tables use unless built portable.
+pub fn offered(device: Device) -> Result<Capabilities> {
+    Ok(gpu(adapter_index(device)?)?.caps)
 }
 
 /// The adapter index `device` names (`None`: the default adapter).
@@ -420,11 +452,15 @@ async fn open(index: Option<usize>) -> std::result::Result<Gpu, String> {
     // 16-byte slots a single-pass insert (linear_wide.wgsl).
     let limits = adapter.limits();
     let wide = wgpu::Features::SHADER_INT64 | wgpu::Features::SHADER_INT64_ATOMIC_ALL_OPS;
-    let atomics64 = adapter.features().contains(wide);
+    let offered = adapter.features();
+    let caps = Capabilities { atomics64: offered.contains(wide), subgroups: offered.contains(wgpu::Features::SUBGROUP) };
+    let mut required = wgpu::Features::empty();
+    required.set(wide, caps.atomics64);
+    required.set(wgpu::Features::SUBGROUP, caps.subgroups);
     let (device, queue) = adapter
         .request_device(&wgpu::DeviceDescriptor {
             label: Some("gpuhash"),
-            required_features: if atomics64 { wide } else { wgpu::Features::empty() },
+            required_features: required,
             required_limits: limits.clone(),
             ..Default::default()
         })
@@ -487,7 +523,7 @@ async fn open(index: Option<usize>) -> std::result::Result<Gpu, String> {
         queue,
         info,
         limits,
-        atomics64,
+        caps,
         layout,
         pipeline_layout,
         pipelines: std::array::from_fn(|_| OnceLock::new()),
@@ -904,15 +940,17 @@ mod tests {
 
     /// Runs without an adapter: every module parses and validates with no
     /// optional capability (no 64-bit integers or atomics, no f64: the
-    /// browser's WebGPU), but the 64-bit variants, which validate with the
-    /// two features `open` enables for them; the sources define none of the
-    /// shared constants themselves.
+    /// browser's WebGPU), but the 64-bit and subgroup variants, which
+    /// validate with the features `open` enables for them; the sources
+    /// define none of the shared constants themselves.
     #[test]
     fn shaders_validate_without_optional_capabilities() {
         let schemes = SCHEMES.map(|s| (s, scheme_source(s).expect("every listed scheme has a module")));
         let own_files = [
             ("common.wgsl".to_string(), COMMON_SOURCE),
             ("bulk.wgsl".to_string(), BULK_SOURCE),
+            ("fold.wgsl".to_string(), FOLD_SOURCE),
+            ("fold_subgroups.wgsl".to_string(), FOLD_SUBGROUPS_SOURCE),
             ("linear_wide.wgsl".to_string(), LINEAR_WIDE_SOURCE),
         ]
             .into_iter()
@@ -924,12 +962,16 @@ mod tests {
         for v in Variant::all() {
             let source = shader_source(v);
             let module = naga::front::wgsl::parse_str(&source).unwrap_or_else(|e| panic!("{v:?}: {}", e.emit_to_string(&source)));
-            // The 64-bit variants need exactly the features `open` asks for them.
-            let caps = match v.atomics64 {
-                true => naga::valid::Capabilities::SHADER_INT64 | naga::valid::Capabilities::SHADER_INT64_ATOMIC_ALL_OPS,
-                false => naga::valid::Capabilities::empty(),
-            };
-            naga::valid::Validator::new(naga::valid::ValidationFlags::all(), caps)
+            // The 64-bit and subgroup variants need exactly the features `open` asks for them.
+            let mut caps = naga::valid::Capabilities::empty();
+            caps.set(naga::valid::Capabilities::SHADER_INT64 | naga::valid::Capabilities::SHADER_INT64_ATOMIC_ALL_OPS, v.atomics64);
+            caps.set(naga::valid::Capabilities::SUBGROUP, v.subgroups);
+            let mut validator = naga::valid::Validator::new(naga::valid::ValidationFlags::all(), caps);
+            if v.subgroups {
+                use naga::valid::SubgroupOperationSet as Ops;
+                validator.subgroup_stages(naga::valid::ShaderStages::COMPUTE).subgroup_operations(Ops::BASIC | Ops::ARITHMETIC | Ops::BALLOT | Ops::SHUFFLE);
+            }
+            validator
                 .validate(&module)
                 .unwrap_or_else(|e| panic!("{v:?}: {}", e.emit_to_string(&source)));
         }

@@ -38,6 +38,13 @@
 //! 32-bit path (the one a browser runs), and [`WgpuTable::atomics64`] says
 //! which a table takes.
 //!
+//! **Subgroup operations where offered.** An insert-or-apply reduces every
+//! copy of a key into one slot word; with skewed keys (zipf, a hot key)
+//! those atomics queue on a few words. Where the adapter has subgroups,
+//! the copies within a subgroup combine their values first and one atomic
+//! reduces them (`kernels/wgsl/fold_subgroups.wgsl`).
+//! [`WgpuTable::capabilities`] says what a table's kernels use.
+//!
 //! **Lookups read whole buckets.** The linear scheme's `find` and
 //! `contains` load a bucket as two 16-byte vectors (one 32-byte sector)
 //! rather than word by word through atomics, which fetched each word on
@@ -84,8 +91,8 @@ use crate::core::scheme::Scheme;
 use crate::{Device, Error, Result};
 
 pub use self::gpu::{
-    adapter_info, adapters, offers_atomics64, scheme_source, shader_source, Variant, BULK_SOURCE, COMMON_SOURCE, CUCKOO_SOURCE, LINEAR_SOURCE, LINEAR_WIDE_SOURCE, SCHEMES,
-    SLAB_LIST_SOURCE,
+    adapter_info, adapters, offered, offers_atomics64, scheme_source, shader_source, Capabilities, Variant, BULK_SOURCE, COMMON_SOURCE, CUCKOO_SOURCE,
+    FOLD_SOURCE, FOLD_SUBGROUPS_SOURCE, LINEAR_SOURCE, LINEAR_WIDE_SOURCE, SCHEMES, SLAB_LIST_SOURCE,
 };
 pub use self::slab_list::SlabPool;
 /// The wgpu crate this backend is built on, for callers who create the
@@ -659,7 +666,9 @@ impl<K: Key, V: Value> WgpuTable<K, V> {
     pub async fn new_async(device: Device, config: Config) -> Result<Self> {
         let gpu = gpu::gpu_async(gpu::adapter_index(device)?).await?;
         check_scheme(config.scheme)?;
-        let slots = Slots::new(gpu.clone(), &config, Variant::of::<K, V>(config.scheme, gpu.atomics64 && !config.wgpu_portable)).await?;
+        // The portable kernels are the browser's: no optional capability.
+        let caps = if config.wgpu_portable { Capabilities::default() } else { gpu.caps };
+        let slots = Slots::new(gpu.clone(), &config, Variant::of::<K, V>(config.scheme, caps)).await?;
         Ok(WgpuTable { slots, specials: [None, None], config, device, _types: PhantomData })
     }
 
@@ -668,6 +677,13 @@ impl<K: Key, V: Value> WgpuTable<K, V> {
     /// built with [`crate::Builder::wgpu_portable`]).
     pub fn atomics64(&self) -> bool {
         self.slots.variant.atomics64
+    }
+
+    /// The optional capabilities this table's kernels use: those the
+    /// adapter offers (64-bit atomics only where the slots are 16 bytes),
+    /// none if built with [`crate::Builder::wgpu_portable`].
+    pub fn capabilities(&self) -> Capabilities {
+        Capabilities { atomics64: self.slots.variant.atomics64, subgroups: self.slots.variant.subgroups }
     }
 
     /// The adapter the table lives on.
