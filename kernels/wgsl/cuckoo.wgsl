@@ -119,6 +119,29 @@ fn find_slot(k: vec2<u32>) -> u32 {
     return GH_NONE;
 }
 
+// Key k's value as (hit, value lo, value hi), as find_slot finds it, its
+// candidate buckets read a bucket at a time and the stash a slot at a time
+// through the lines (lines.wgsl; an EMPTY slot ends nothing here).
+fn lookup_lines(k: vec2<u32>) -> vec3<u32> {
+    for (var j = 0u; j < GH_CUCKOO_CHOICES; j += 1u) {
+        let d = bucket_lookup(candidate(k, j), k, false);
+        if (d.y != 0u) {
+            return d.yzw;
+        }
+    }
+    let mask = atomicLoad(&occupied[mask_word()]);
+    if (mask != 0u) {
+        let first = stash_first();
+        for (var i = 0u; i < stash_slots(); i += 1u) {
+            let slot = line_slot(first + i);
+            if ((mask & (1u << i)) != 0u && all(slot.xy == k)) {
+                return vec3<u32>(1u, slot.zw);
+            }
+        }
+    }
+    return vec3<u32>(0u, 0u, 0u);
+}
+
 // 8-byte slots, single-word claims. The cuckoo module sends 8-byte slots
 // through representatives too (phase 2 needs one invocation per key), so
 // insert_direct does not run on its tables; this is exact all the same:

@@ -41,6 +41,9 @@ pub const LINEAR_WIDE_SOURCE: &str = include_str!("../../../kernels/wgsl/linear_
 pub const SLAB_LIST_SOURCE: &str = include_str!("../../../kernels/wgsl/slab_list.wgsl");
 /// The cuckoo scheme's candidates, stash and placement (`kernels/wgsl/cuckoo.wgsl`).
 pub const CUCKOO_SOURCE: &str = include_str!("../../../kernels/wgsl/cuckoo.wgsl");
+/// Lookups reading whole buckets, for the linear and cuckoo schemes
+/// (`kernels/wgsl/lines.wgsl`).
+pub const LINES_SOURCE: &str = include_str!("../../../kernels/wgsl/lines.wgsl");
 /// The bulk operations' entry points (`kernels/wgsl/bulk.wgsl`).
 pub const BULK_SOURCE: &str = include_str!("../../../kernels/wgsl/bulk.wgsl");
 /// Insert-or-apply's reductions, one atomic per value (`kernels/wgsl/fold.wgsl`).
@@ -141,6 +144,11 @@ impl Variant {
         scheme == Scheme::Linear && slot_bytes == 16
     }
 
+    /// Whether `scheme`'s lookups read whole buckets (`find_lines`).
+    pub fn reads_lines(scheme: Scheme) -> bool {
+        matches!(scheme, Scheme::Linear | Scheme::Cuckoo)
+    }
+
     fn index(self) -> usize {
         Variant::all().position(|v| v == self).expect("every table's variant is listed")
     }
@@ -200,7 +208,8 @@ pub fn shader_source(v: Variant) -> String {
     // Naga takes the subgroup builtins with the device feature alone (it
     // rejects `enable subgroups;`, the standard's directive, so far).
     let fold = if v.subgroups { FOLD_SUBGROUPS_SOURCE } else { FOLD_SOURCE };
-    format!("{header}{c}\n{COMMON_SOURCE}\n{fold}\n{scheme}\n{BULK_SOURCE}\n{wide}")
+    let lines = if Variant::reads_lines(v.scheme) { LINES_SOURCE } else { "" };
+    format!("{header}{c}\n{COMMON_SOURCE}\n{fold}\n{scheme}\n{lines}\n{BULK_SOURCE}\n{wide}")
 }
 
 /// `Params::mode` of an insert.
@@ -222,7 +231,7 @@ pub(crate) enum Kernel {
     Settle,
     EraseLocate,
     EraseBury,
-    /// Linear: `find` reading whole buckets with vector loads.
+    /// Linear and cuckoo: `find` reading whole buckets with vector loads.
     FindLines,
     /// Linear, 16-byte slots, 64-bit atomics: the single-pass insert.
     InsertWide,
@@ -271,7 +280,8 @@ impl Kernel {
         }
     }
 
-    const CUCKOO: [Kernel; 17] = Kernel::bulk_then(&[
+    const CUCKOO: [Kernel; 18] = Kernel::bulk_then(&[
+        Kernel::FindLines,
         Kernel::CollectPending,
         Kernel::PlanPaths,
         Kernel::ApplyPaths,
@@ -950,6 +960,7 @@ mod tests {
             ("common.wgsl".to_string(), COMMON_SOURCE),
             ("bulk.wgsl".to_string(), BULK_SOURCE),
             ("fold.wgsl".to_string(), FOLD_SOURCE),
+            ("lines.wgsl".to_string(), LINES_SOURCE),
             ("fold_subgroups.wgsl".to_string(), FOLD_SUBGROUPS_SOURCE),
             ("linear_wide.wgsl".to_string(), LINEAR_WIDE_SOURCE),
         ]

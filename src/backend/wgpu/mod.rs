@@ -45,7 +45,7 @@
 //! reduces them (`kernels/wgsl/fold_subgroups.wgsl`).
 //! [`WgpuTable::capabilities`] says what a table's kernels use.
 //!
-//! **Lookups read whole buckets.** The linear scheme's `find` and
+//! **Lookups read whole buckets.** The linear and cuckoo schemes' `find` and
 //! `contains` load a bucket as two 16-byte vectors (one 32-byte sector)
 //! rather than word by word through atomics, which fetched each word on
 //! its own.
@@ -92,7 +92,7 @@ use crate::{Device, Error, Result};
 
 pub use self::gpu::{
     adapter_info, adapters, offered, offers_atomics64, scheme_source, shader_source, Capabilities, Variant, BULK_SOURCE, COMMON_SOURCE, CUCKOO_SOURCE,
-    FOLD_SOURCE, FOLD_SUBGROUPS_SOURCE, LINEAR_SOURCE, LINEAR_WIDE_SOURCE, SCHEMES, SLAB_LIST_SOURCE,
+    FOLD_SOURCE, FOLD_SUBGROUPS_SOURCE, LINES_SOURCE, LINEAR_SOURCE, LINEAR_WIDE_SOURCE, SCHEMES, SLAB_LIST_SOURCE,
 };
 pub use self::slab_list::SlabPool;
 /// The wgpu crate this backend is built on, for callers who create the
@@ -375,7 +375,7 @@ impl Slots {
                 special_values: specials.1,
                 ..self.params(len)
             };
-            let kernel = if v.scheme == Scheme::Linear { Kernel::FindLines } else { Kernel::Find };
+            let kernel = if Variant::reads_lines(v.scheme) { Kernel::FindLines } else { Kernel::Find };
             w.dispatch(kernel, p, &b).await?;
         }
         Ok(())
