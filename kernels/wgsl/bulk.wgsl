@@ -24,6 +24,8 @@
 
 // flags[i] = 1 if key i is stored, else 0; with mode 1 also its value into
 // out (GH_VALUE_WORDS words per item; 0 when absent). counters[0] += hits.
+// The scheme's lookup(k) gives (hit, value lo, value hi): the linear and
+// cuckoo schemes read whole buckets (lines.wgsl), the slab list its slots.
 @compute @workgroup_size(256)
 fn find(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
     var hits = 0u;
@@ -36,12 +38,8 @@ fn find(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(local_invocation
             if (sp != 0u) {
                 hits += found_special(i, sp);
             } else {
-                let s = find_slot(k);
-                var v = vec2<u32>(0u, 0u);
-                if (s != GH_NONE) {
-                    v = slot_value(s);
-                }
-                hits += found(i, s != GH_NONE, v);
+                let h = lookup(k);
+                hits += found(i, h.x != 0u, h.yz);
             }
         }
     }

@@ -122,7 +122,7 @@ fn find_slot(k: vec2<u32>) -> u32 {
 // Key k's value as (hit, value lo, value hi), as find_slot finds it, its
 // candidate buckets read a bucket at a time and the stash a slot at a time
 // through the lines (lines.wgsl; an EMPTY slot ends nothing here).
-fn lookup_lines(k: vec2<u32>) -> vec3<u32> {
+fn lookup(k: vec2<u32>) -> vec3<u32> {
     for (var j = 0u; j < GH_CUCKOO_CHOICES; j += 1u) {
         let d = bucket_lookup(candidate(k, j), k, false);
         if (d.y != 0u) {

@@ -77,7 +77,7 @@ fn claim_free(k: vec2<u32>, v: vec2<u32>) -> u32 {
 
 // Key k's value as (hit, value lo, value hi): find_slot's sequence, a
 // bucket at a time (lines.wgsl), ending at the first EMPTY slot.
-fn lookup_lines(k: vec2<u32>) -> vec3<u32> {
+fn lookup(k: vec2<u32>) -> vec3<u32> {
     var b = home_bucket(k);
     for (var step = 0u; step < params.limit; step += 1u) {
         let d = bucket_lookup(b, k, true);

@@ -1,9 +1,9 @@
 // Lookups that read whole buckets (the linear and cuckoo schemes): a
 // bucket is two 16-byte lines (one 32-byte sector), read with two plain
 // vector loads. Atomic loads fetch each word on its own, which made
-// lookups read the table several times over. Only `find_lines` uses this
-// view, and lookups run while nothing writes. The scheme supplies
-// lookup_lines(k) -> (hit, value lo, value hi) over bucket_lookup.
+// lookups read the table several times over. Only `find` uses this
+// view (the scheme's lookup(k), which bulk.wgsl's `find` calls), and
+// lookups run while nothing writes.
 
 @group(0) @binding(1) var<storage, read_write> slot_lines: array<vec4<u32>>;
 
@@ -56,25 +56,4 @@ fn line_slot(s: u32) -> vec4<u32> {
         return vec4<u32>(l.z, 0u, l.w, 0u);
     }
     return slot_lines[s];
-}
-
-// `find` with the scheme's lookup_lines: the same results.
-@compute @workgroup_size(256)
-fn find_lines(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
-    var hits = 0u;
-    let total = rounds();
-    for (var r = 0u; r < total; r += 1u) {
-        let i = gid.x + r * params.stride;
-        if (i < params.n) {
-            let k = item_key(i);
-            let sp = special_of(k);
-            if (sp != 0u) {
-                hits += found_special(i, sp);
-            } else {
-                let h = lookup_lines(k);
-                hits += found(i, h.x != 0u, h.yz);
-            }
-        }
-    }
-    add_count(hits, lid);
 }

@@ -199,6 +199,15 @@ fn find_slot(k: vec2<u32>) -> u32 {
     return GH_NONE;
 }
 
+// Key k's value as (hit, value lo, value hi), for bulk.wgsl's `find`.
+fn lookup(k: vec2<u32>) -> vec3<u32> {
+    let s = find_slot(k);
+    if (s == GH_NONE) {
+        return vec3<u32>(0u, 0u, 0u);
+    }
+    return vec3<u32>(1u, slot_value(s));
+}
+
 // 8-byte slots: in slab `slab`, the slot of key `k` (a 32-bit key field)
 // or the first EMPTY one, claimed with one compare-exchange on its key
 // word: the slot, with GH_NEW_BIT if this invocation placed the key, or

@@ -144,7 +144,7 @@ impl Variant {
         scheme == Scheme::Linear && slot_bytes == 16
     }
 
-    /// Whether `scheme`'s lookups read whole buckets (`find_lines`).
+    /// Whether `scheme`'s lookups read whole buckets (`kernels/wgsl/lines.wgsl`).
     pub fn reads_lines(scheme: Scheme) -> bool {
         matches!(scheme, Scheme::Linear | Scheme::Cuckoo)
     }
@@ -231,8 +231,6 @@ pub(crate) enum Kernel {
     Settle,
     EraseLocate,
     EraseBury,
-    /// Linear and cuckoo: `find` reading whole buckets with vector loads.
-    FindLines,
     /// Linear, 16-byte slots, 64-bit atomics: the single-pass insert.
     InsertWide,
     /// The slab list's second passes (`kernels/wgsl/slab_list.wgsl`).
@@ -269,19 +267,16 @@ impl Kernel {
     /// The entry points of a variant's module: the bulk ones, then the
     /// scheme's own; pipelines are compiled and found in this order.
     fn of(v: Variant) -> &'static [Kernel] {
-        const LINEAR: [Kernel; 12] = Kernel::bulk_then(&[Kernel::FindLines]);
-        const LINEAR_WIDE: [Kernel; 13] = Kernel::bulk_then(&[Kernel::FindLines, Kernel::InsertWide]);
+        const LINEAR_WIDE: [Kernel; 12] = Kernel::bulk_then(&[Kernel::InsertWide]);
         match v.scheme {
             Scheme::Linear if v.atomics64 => &LINEAR_WIDE,
-            Scheme::Linear => &LINEAR,
             Scheme::SlabList => &slab_list::KERNELS,
             Scheme::Cuckoo => &Kernel::CUCKOO,
             _ => &Kernel::BULK,
         }
     }
 
-    const CUCKOO: [Kernel; 18] = Kernel::bulk_then(&[
-        Kernel::FindLines,
+    const CUCKOO: [Kernel; 17] = Kernel::bulk_then(&[
         Kernel::CollectPending,
         Kernel::PlanPaths,
         Kernel::ApplyPaths,
@@ -315,7 +310,6 @@ impl Kernel {
             Kernel::Settle => "settle",
             Kernel::EraseLocate => "erase_locate",
             Kernel::EraseBury => "erase_bury",
-            Kernel::FindLines => "find_lines",
             Kernel::InsertWide => "insert_wide",
             Kernel::InsertRetry => "insert_retry",
             Kernel::InsertCarry => "insert_carry",

@@ -375,8 +375,7 @@ impl Slots {
                 special_values: specials.1,
                 ..self.params(len)
             };
-            let kernel = if Variant::reads_lines(v.scheme) { Kernel::FindLines } else { Kernel::Find };
-            w.dispatch(kernel, p, &b).await?;
+            w.dispatch(Kernel::Find, p, &b).await?;
         }
         Ok(())
     }
