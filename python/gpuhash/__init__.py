@@ -119,13 +119,14 @@ class HashTable:
     # -- bulk operations -------------------------------------------------------
 
     def insert(self, keys, values):
-        """Insert-or-assign: each key gets its value (the last one of the
-        batch where a key repeats). Returns ``(inserted, existing)``."""
+        """Insert-or-assign: each key gets its value (one of the batch's
+        values where a key repeats in it). Returns ``(inserted, existing)``."""
         return self._t.insert(*self._pairs(keys, values))
 
     def insert_if_absent(self, keys, values):
-        """Inserts the keys not stored yet; stored keys keep their values.
-        Returns ``(inserted, existing)``."""
+        """Inserts the keys not stored yet (a new key repeated in the batch
+        takes one of its values); stored keys keep theirs. Returns
+        ``(inserted, existing)``."""
         return self._t.insert_if_absent(*self._pairs(keys, values))
 
     def insert_or_apply(self, keys, values, op="sum"):

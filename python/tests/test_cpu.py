@@ -1,4 +1,5 @@
-"""The Python package on the CPU backend, against a dict oracle.
+"""The Python package against a dict oracle, on the CPU backend (or the
+device GPUHASH_PY_DEVICE names: cuda, wgpu).
 
 Seeded with GPUHASH_TEST_SEED (default 2026) so any failure replays.
 """
@@ -37,6 +38,20 @@ def random_values(r, dtype, n):
     return r.integers(info.min, info.max, size=n, dtype=dtype, endpoint=True)
 
 
+def adopt_open_values(t, oracle, keys, vals, kept):
+    """The library leaves open which of a batch's values a repeated key
+    keeps (insert) or a new repeated key takes (insert_if_absent): the
+    table's value must be one of them, and the oracle adopts it."""
+    choices = {}
+    for k, v in zip(keys.tolist(), vals.tolist()):
+        if k not in kept:
+            choices.setdefault(k, set()).add(v)
+    got, found = t.find(np.array(list(choices), dtype=keys.dtype))
+    for k, v, f in zip(choices, got.tolist(), found.tolist()):
+        assert f and v in choices[k], f"key {k}: {v} is none of the batch's values {sorted(choices[k])[:5]}"
+        oracle[k] = v
+
+
 def check_against(t, oracle, key_dtype, value_dtype, probe):
     probe = np.asarray(probe, dtype=key_dtype)
     values, found = t.find(probe)
@@ -64,16 +79,14 @@ def test_every_operation_matches_a_dict(key_dtype, value_dtype):
     keys = random_keys(r, key_dtype, 8000, pool)
     vals = random_values(r, value_dtype, len(keys))
     inserted, existing = t.insert(keys, vals)
-    for k, v in zip(keys.tolist(), vals.tolist()):
-        oracle[k] = v  # the last of a repeated key wins
+    adopt_open_values(t, oracle, keys, vals, kept={})
     assert (inserted, existing) == (len(oracle), len(keys) - len(oracle))
     check_against(t, oracle, key_dtype, value_dtype, pool)
 
     keys = random_keys(r, key_dtype, 4000, pool)
     vals = random_values(r, value_dtype, len(keys))
     t.insert_if_absent(keys, vals)
-    for k, v in zip(keys.tolist(), vals.tolist()):
-        oracle.setdefault(k, v)
+    adopt_open_values(t, oracle, keys, vals, kept=dict(oracle))
     check_against(t, oracle, key_dtype, value_dtype, pool)
 
     for op in ("sum", "min", "max"):
@@ -165,7 +178,13 @@ def test_lists_and_strided_arrays_are_accepted():
 
 @pytest.mark.parametrize("scheme", ["linear", "cuckoo", "robin-hood", "two-level", "hashinator"])
 def test_every_scheme(scheme):
-    t = gpuhash.HashTable("uint64", "uint64", capacity=1 << 12, device=DEVICE, scheme=scheme)
+    try:
+        t = gpuhash.HashTable("uint64", "uint64", capacity=1 << 12, device=DEVICE, scheme=scheme)
+    except ValueError as e:
+        # Every scheme runs on the CPU; a GPU backend may lack some, and says so.
+        if DEVICE == "cpu" or "unsupported" not in str(e):
+            raise
+        pytest.skip(f"skipped: {e}")
     r = rng(2, len(scheme))
     keys = random_keys(r, "uint64", 3000)
     t.insert_or_apply(keys, np.ones(len(keys), dtype=np.uint64))
