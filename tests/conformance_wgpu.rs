@@ -15,6 +15,9 @@ conformance_suite!(wgpu_linear, Device::Wgpu, Scheme::Linear);
 conformance_suite!(wgpu_linear_portable, Device::Wgpu, Scheme::Linear, wgpu_portable);
 conformance_suite!(wgpu_slab_list, Device::Wgpu, Scheme::SlabList);
 conformance_suite!(wgpu_cuckoo, Device::Wgpu, Scheme::Cuckoo);
+// The same path for cuckoo tables: 16-byte slots' first phase through
+// representatives instead of 64-bit claims.
+conformance_suite!(wgpu_cuckoo_portable, Device::Wgpu, Scheme::Cuckoo, wgpu_portable);
 
 use common::{distinct_keys, usable, Ctx, Target, TestValue};
 use gpuhash::{HashTable, Key};

@@ -4,6 +4,7 @@
 //   find         find                                 (any slot width)
 //   insert       insert_direct [+ fold]               (8-byte slots)
 //                dedupe, locate_reps, claim_reps, settle   (16-byte slots)
+//                (the cuckoo scheme adds its phase 2: cuckoo.wgsl)
 //   erase        erase_direct                         (8-byte slots)
 //                erase_locate, erase_bury             (16-byte slots)
 //
@@ -132,6 +133,10 @@ fn fold(@builtin(global_invocation_id) gid: vec3<u32>) {
         var v = vec2<u32>(0u, 0u);
         if (i < params.n) {
             s = out[i];
+            // A deferred claim (the cuckoo scheme's phase 2) folds later.
+            if (s == GH_DEFERRED) {
+                s = GH_NONE;
+            }
             if (s != GH_NONE) {
                 v = item_value(i);
             }
@@ -168,8 +173,7 @@ fn erase_direct(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(local_in
 
 // out[i] = the index of the item that represents key i's batch duplicates
 // (i itself for one of them), or GH_SPECIAL_ITEM for an out-of-band key
-// (reported in the flags list). The table has at least twice as many
-// entries as items, so a free entry is always found.
+// (reported in the flags list).
 @compute @workgroup_size(256)
 fn dedupe(@builtin(global_invocation_id) gid: vec3<u32>) {
     for (var i = gid.x; i < params.n; i += params.stride) {
@@ -179,28 +183,35 @@ fn dedupe(@builtin(global_invocation_id) gid: vec3<u32>) {
             out[i] = GH_SPECIAL_ITEM;
             continue;
         }
-        var h = mix64(k, seed() ^ vec2<u32>(0x9e3779b9u, 0x7f4a7c15u)).y & params.mask;
-        var rep = i;
-        loop {
-            var cur = atomicLoad(&scratch[h]);
-            if (cur == 0u) {
-                let x = atomicCompareExchangeWeak(&scratch[h], 0u, i + 1u);
-                if (x.exchanged) {
-                    break;
-                }
-                cur = x.old_value;
-                if (cur == 0u) {
-                    continue;
-                }
-            }
-            if (all(item_key(cur - 1u) == k)) {
-                rep = cur - 1u;
+        out[i] = representative(i, k);
+    }
+}
+
+// The index of the item that represents key `k` (item i's): the first of
+// its copies to enter the de-duplication table. The table has at least
+// twice as many entries as items, so a free entry is always found.
+fn representative(i: u32, k: vec2<u32>) -> u32 {
+    var h = mix64(k, seed() ^ vec2<u32>(0x9e3779b9u, 0x7f4a7c15u)).y & params.mask;
+    var rep = i;
+    loop {
+        var cur = atomicLoad(&scratch[h]);
+        if (cur == 0u) {
+            let x = atomicCompareExchangeWeak(&scratch[h], 0u, i + 1u);
+            if (x.exchanged) {
                 break;
             }
-            h = (h + 1u) & params.mask;
+            cur = x.old_value;
+            if (cur == 0u) {
+                continue;
+            }
         }
-        out[i] = rep;
+        if (all(item_key(cur - 1u) == k)) {
+            rep = cur - 1u;
+            break;
+        }
+        h = (h + 1u) & params.mask;
     }
+    return rep;
 }
 
 // Representatives look their key up: out[i] = GH_REP_BIT | the slot, or

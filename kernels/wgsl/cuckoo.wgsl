@@ -12,14 +12,23 @@
 // (src/core/cuckoo.rs FlatAux's layout, in 32-bit words; a lock bit is
 // held from a parallel round's plan to its apply, below.)
 //
-// Every insert goes through representatives (bulk.wgsl's dedupe path, for
-// 8-byte slots too), so each distinct key of a batch has one invocation:
+// Phase 1 claims a key as the linear scheme does where one atomic holds a
+// key field (8-byte slots: claim_direct; 16-byte slots with 64-bit atomics:
+// cuckoo_wide.wgsl): the key is looked up in all its candidates and the
+// stash, then its key word is claimed by compare-exchange in the first
+// EMPTY slot in candidate order, so copies of one key meet at one slot.
+// Keys that find every candidate slot holding another key are deferred
+// (GH_DEFERRED), and after apply's fold dedupe_pending elects one
+// representative per deferred key. 16-byte slots on 32-bit atomics only
+// (the browser's) go through representatives for every key (bulk.wgsl's
+// dedupe path):
 //
-//   phase 1  locate_reps, claim_reps: a free slot of a candidate bucket,
+//   phase 1  insert_direct or insert_wide [+ fold], dedupe_pending; or
+//            locate_reps, claim_reps: a free slot of a candidate bucket,
 //            taken by its occupancy bit. Nothing moves, so a lookup in the
 //            same phase is exact.
 //   phase 2  collect_pending lists the representatives left without a
-//            slot (the host reads how many; none is the common case).
+//            slot (the host reads how many; few, or none).
 //            Parallel rounds, each two dispatches:
 //              plan_paths   every listed key searches an eviction path of
 //                           at most GH_CUCKOO_PARALLEL_MOVES moves, reading
@@ -36,8 +45,9 @@
 //            each per dispatch) as the CPU does: an EMPTY candidate slot,
 //            else an eviction path applied last move first (every key is
 //            in some slot at every moment), else a stash slot, else the key
-//            is refused. relocate then looks the batch's keys up again if
-//            anything moved, so settle folds into the right slots.
+//            is refused. relocate then looks the representatives' keys up
+//            again if anything moved, so settle folds into the right slots
+//            (phase 1's slots are folded into before anything moves).
 //
 // Erase frees the slot (EMPTY, occupancy bit and stash bit cleared): no
 // tombstones. Lookups never stop early, so an EMPTY slot before a key in
@@ -142,12 +152,14 @@ fn lookup(k: vec2<u32>) -> vec3<u32> {
     return vec3<u32>(0u, 0u, 0u);
 }
 
-// 8-byte slots, single-word claims. The cuckoo module sends 8-byte slots
-// through representatives too (phase 2 needs one invocation per key), so
-// insert_direct does not run on its tables; this is exact all the same:
-// the key is looked up first (it may sit behind an EMPTY slot freed by an
-// erase), then claimed in candidate order with one compare-exchange, where
-// two invocations with one key meet (slots only fill while it runs).
+// 8-byte slots, phase 1: the key is looked up first (it may sit behind an
+// EMPTY slot freed by an erase, or in the stash), then claimed in candidate
+// order with one compare-exchange on its key word, where two invocations
+// with one key meet: slots only fill while it runs, so a copy that passes
+// a slot saw it hold another key or its own. GH_DEFERRED if every
+// candidate slot holds another key: every copy of the key then sees the
+// same, and phase 2 places one of them. No occupancy bit is set: only
+// claim_free reads them, and these tables never run it.
 fn claim_direct(k: u32) -> u32 {
     let found = find_slot(vec2<u32>(k, 0u));
     if (found != GH_NONE) {
@@ -156,18 +168,13 @@ fn claim_direct(k: u32) -> u32 {
     for (var j = 0u; j < GH_CUCKOO_CHOICES; j += 1u) {
         let b = candidate(vec2<u32>(k, 0u), j);
         for (var t = 0u; t < GH_SLOTS_PER_BUCKET; t += 1u) {
-            let s = b * GH_SLOTS_PER_BUCKET + t;
-            let c = claim_key_word(s, k);
-            if ((c & GH_NEW_BIT) != 0u && c != GH_NONE) {
-                // Cuckoo tables track every slot taken by its occupancy bit.
-                atomicOr(&occupied[s >> 5u], 1u << (s & 31u));
-            }
+            let c = claim_key_word(b * GH_SLOTS_PER_BUCKET + t, k);
             if (c != GH_NONE) {
                 return c;
             }
         }
     }
-    return GH_NONE;
+    return GH_DEFERRED;
 }
 
 // Places key `k`, absent and held by no other invocation, in the first
@@ -240,7 +247,24 @@ fn erase_free(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(local_invo
 
 // ------------------------------------------------------------------ phase 2
 
-// Representatives claim_reps left without a slot, listed in scratch.
+// Tables that claim keys whole (insert_direct, insert_wide), after phase
+// 1 and its fold: the items it deferred elect one representative per key
+// (out[i] = GH_REP_REFUSED, for collect_pending; a copy: its
+// representative's index); every other item is done (GH_SPECIAL_ITEM, which
+// relocate and settle pass over).
+@compute @workgroup_size(256)
+fn dedupe_pending(@builtin(global_invocation_id) gid: vec3<u32>) {
+    for (var i = gid.x; i < params.n; i += params.stride) {
+        if (out[i] != GH_DEFERRED) {
+            out[i] = GH_SPECIAL_ITEM;
+            continue;
+        }
+        let rep = representative(i, item_key(i));
+        out[i] = select(rep, GH_REP_REFUSED, rep == i);
+    }
+}
+
+// Representatives left without a slot (GH_REP_REFUSED), listed in scratch.
 @compute @workgroup_size(256)
 fn collect_pending(@builtin(global_invocation_id) gid: vec3<u32>) {
     for (var i = gid.x; i < params.n; i += params.stride) {

@@ -2,7 +2,11 @@
 //! the constants its module takes from the core, the size of its words
 //! beside the occupancy bits, the dispatches that place the keys a batch's
 //! first phase left without a slot, and where a key sits among its
-//! candidates. Candidates and stash are the CPU's ([`crate::core::cuckoo`]),
+//! candidates. The first phase claims keys by compare-exchange on their key
+//! field where one atomic holds it (8-byte slots; 16-byte ones with 64-bit
+//! atomics) and defers those whose candidates are all full; only those
+//! elect representatives. 16-byte slots on 32-bit atomics elect them for
+//! every key and claim slots by their occupancy bits. Candidates and stash are the CPU's ([`crate::core::cuckoo`]),
 //! so lookups agree with it; which slot a key takes may differ.
 
 use super::gpu::{Bindings, Kernel, Params, Range, Work};
@@ -87,19 +91,20 @@ async fn read_word(w: &mut Work<'_>, b: &Placement<'_>, at: u64) -> Result<u32> 
     Ok(w.flush_and_read(b.staging, 1).await?[0])
 }
 
-/// Records and runs the second phase of an insert chunk, after
-/// `claim_reps`: the representatives left without a slot are listed (the
-/// host reads how many; usually none), placed by parallel rounds of short
+/// Records and runs the second phase of an insert chunk, after the first
+/// (`claim_reps`, or `dedupe_pending` where keys are claimed directly):
+/// the representatives left without a slot are listed (the host reads how
+/// many; returns whether there were any), placed by parallel rounds of short
 /// eviction paths under bucket locks, window by window, while keys lose
 /// locks; the rest are listed again and placed one at a time
 /// ([`SERIAL_KEYS`] per dispatch), and every representative's slot is
 /// looked up again if a path moved keys.
-pub(super) async fn place_pending(w: &mut Work<'_>, bufs: &Placement<'_>, p: Params, b: &Bindings<'_>) -> Result<()> {
+pub(super) async fn place_pending(w: &mut Work<'_>, bufs: &Placement<'_>, p: Params, b: &Bindings<'_>) -> Result<bool> {
     w.clear_range(bufs.scratch, SCRATCH_HEADER as u64 * 4);
     w.dispatch(Kernel::CollectPending, p, b).await?;
     let pending = read_word(w, bufs, PENDING_COUNT).await? as usize;
     if pending == 0 {
-        return Ok(());
+        return Ok(false);
     }
     let planned = Bindings { flags: Some(Range::all(bufs.paths)), ..*b };
     for start in (0..pending).step_by(WINDOW) {
@@ -120,7 +125,8 @@ pub(super) async fn place_pending(w: &mut Work<'_>, bufs: &Placement<'_>, p: Par
     w.dispatch(Kernel::CollectPending, p, b).await?;
     let left = read_word(w, bufs, PENDING_COUNT).await?;
     w.dispatch_times(Kernel::EvictSerial, Params { n: 1, ..p }, b, left.div_ceil(SERIAL_KEYS)).await?;
-    w.dispatch(Kernel::Relocate, p, b).await
+    w.dispatch(Kernel::Relocate, p, b).await?;
+    Ok(true)
 }
 
 /// Where `key` in `slot` sits: the index of its candidate bucket, or the

@@ -41,6 +41,9 @@ pub const LINEAR_WIDE_SOURCE: &str = include_str!("../../../kernels/wgsl/linear_
 pub const SLAB_LIST_SOURCE: &str = include_str!("../../../kernels/wgsl/slab_list.wgsl");
 /// The cuckoo scheme's candidates, stash and placement (`kernels/wgsl/cuckoo.wgsl`).
 pub const CUCKOO_SOURCE: &str = include_str!("../../../kernels/wgsl/cuckoo.wgsl");
+/// The cuckoo scheme's first phase for 16-byte slots on adapters with
+/// 64-bit atomics (`kernels/wgsl/cuckoo_wide.wgsl`).
+pub const CUCKOO_WIDE_SOURCE: &str = include_str!("../../../kernels/wgsl/cuckoo_wide.wgsl");
 /// Lookups reading whole buckets, for the linear and cuckoo schemes
 /// (`kernels/wgsl/lines.wgsl`).
 pub const LINES_SOURCE: &str = include_str!("../../../kernels/wgsl/lines.wgsl");
@@ -99,7 +102,8 @@ pub struct Variant {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Capabilities {
     /// 64-bit integers and every 64-bit atomic: a single-pass insert for
-    /// the linear scheme's 16-byte slots.
+    /// the linear scheme's 16-byte slots, and the cuckoo scheme's first
+    /// phase without representatives.
     pub atomics64: bool,
     /// Subgroup operations: an insert-or-apply combines the values of a
     /// subgroup's copies of a key before one atomic reduces them.
@@ -138,10 +142,10 @@ impl Variant {
     }
 
     /// Whether tables of `scheme` with `slot_bytes`-byte slots have kernels
-    /// for 64-bit atomics: the linear scheme's 16-byte slots, whose keys
-    /// 32-bit atomics cannot claim whole.
+    /// for 64-bit atomics: the linear and cuckoo schemes' 16-byte slots,
+    /// whose keys 32-bit atomics cannot claim whole.
     pub fn atomics64_apply(scheme: Scheme, slot_bytes: usize) -> bool {
-        scheme == Scheme::Linear && slot_bytes == 16
+        matches!(scheme, Scheme::Linear | Scheme::Cuckoo) && slot_bytes == 16
     }
 
     /// Whether `scheme`'s lookups read whole buckets (`kernels/wgsl/lines.wgsl`).
@@ -182,7 +186,9 @@ pub fn shader_source(v: Variant) -> String {
     def("GH_REP_PENDING", (1 << 31) | ((1 << 30) - 1));
     def("GH_REP_REFUSED", (1 << 31) | ((1 << 30) - 2));
     def("GH_DEFERRED", DEFERRED as u64);
-    def("GH_DEFERS", !slab_list::later_passes(v.scheme, Kernel::InsertDirect).is_empty() as u64);
+    // The cuckoo scheme defers keys with every candidate full to its phase 2.
+    let defers = !slab_list::later_passes(v.scheme, Kernel::InsertDirect).is_empty() || v.scheme == Scheme::Cuckoo;
+    def("GH_DEFERS", defers as u64);
     def("GH_SLABS_PER_HEAD", SLABS_PER_HEAD);
     def("GH_MODE_ASSIGN", MODE_ASSIGN as u64);
     def("GH_MODE_IF_ABSENT", MODE_IF_ABSENT as u64);
@@ -204,7 +210,11 @@ pub fn shader_source(v: Variant) -> String {
         c += &super::cuckoo::wgsl_constants(v.slot_bytes);
     }
     let scheme = scheme_source(v.scheme).expect("a variant's scheme is one of SCHEMES");
-    let wide = if v.atomics64 { LINEAR_WIDE_SOURCE } else { "" };
+    let wide = match v.scheme {
+        _ if !v.atomics64 => "",
+        Scheme::Cuckoo => CUCKOO_WIDE_SOURCE,
+        _ => LINEAR_WIDE_SOURCE,
+    };
     // Naga takes the subgroup builtins with the device feature alone (it
     // rejects `enable subgroups;`, the standard's directive, so far).
     let fold = if v.subgroups { FOLD_SUBGROUPS_SOURCE } else { FOLD_SOURCE };
@@ -231,7 +241,8 @@ pub(crate) enum Kernel {
     Settle,
     EraseLocate,
     EraseBury,
-    /// Linear, 16-byte slots, 64-bit atomics: the single-pass insert.
+    /// Linear and cuckoo, 16-byte slots, 64-bit atomics: the single-pass
+    /// insert (the cuckoo scheme's phase 1).
     InsertWide,
     /// The slab list's second passes (`kernels/wgsl/slab_list.wgsl`).
     InsertRetry,
@@ -241,6 +252,7 @@ pub(crate) enum Kernel {
     ClaimRepsCarry,
     ClaimRepsDeferred,
     // Scheme::Cuckoo's own.
+    DedupePending,
     CollectPending,
     PlanPaths,
     ApplyPaths,
@@ -271,18 +283,30 @@ impl Kernel {
         match v.scheme {
             Scheme::Linear if v.atomics64 => &LINEAR_WIDE,
             Scheme::SlabList => &slab_list::KERNELS,
+            Scheme::Cuckoo if v.atomics64 => &Kernel::CUCKOO_WIDE,
             Scheme::Cuckoo => &Kernel::CUCKOO,
             _ => &Kernel::BULK,
         }
     }
 
-    const CUCKOO: [Kernel; 17] = Kernel::bulk_then(&[
+    const CUCKOO: [Kernel; 18] = Kernel::bulk_then(&[
+        Kernel::DedupePending,
         Kernel::CollectPending,
         Kernel::PlanPaths,
         Kernel::ApplyPaths,
         Kernel::EvictSerial,
         Kernel::Relocate,
         Kernel::EraseFree,
+    ]);
+    const CUCKOO_WIDE: [Kernel; 19] = Kernel::bulk_then(&[
+        Kernel::DedupePending,
+        Kernel::CollectPending,
+        Kernel::PlanPaths,
+        Kernel::ApplyPaths,
+        Kernel::EvictSerial,
+        Kernel::Relocate,
+        Kernel::EraseFree,
+        Kernel::InsertWide,
     ]);
 
     /// The bulk entry points followed by a scheme's `own` (N = both counts).
@@ -317,6 +341,7 @@ impl Kernel {
             Kernel::ClaimRepsRetry => "claim_reps_retry",
             Kernel::ClaimRepsCarry => "claim_reps_carry",
             Kernel::ClaimRepsDeferred => "claim_reps_deferred",
+            Kernel::DedupePending => "dedupe_pending",
             Kernel::CollectPending => "collect_pending",
             Kernel::PlanPaths => "plan_paths",
             Kernel::ApplyPaths => "apply_paths",
@@ -957,6 +982,7 @@ mod tests {
             ("lines.wgsl".to_string(), LINES_SOURCE),
             ("fold_subgroups.wgsl".to_string(), FOLD_SUBGROUPS_SOURCE),
             ("linear_wide.wgsl".to_string(), LINEAR_WIDE_SOURCE),
+            ("cuckoo_wide.wgsl".to_string(), CUCKOO_WIDE_SOURCE),
         ]
             .into_iter()
             .chain(schemes.iter().map(|(s, t)| (format!("{}.wgsl", s.name()), *t)));

@@ -22,19 +22,23 @@
 //!   compare-exchange on its key word; duplicates of a batch meet there.
 //!   Assign leaves one of the batch's values, if-absent the first placed,
 //!   and apply folds every value in with atomics.
-//! * 16-byte slots (and every cuckoo table, whose second phase needs one
-//!   invocation per key) first elect one representative per distinct key of the
+//! * 16-byte slots first elect one representative per distinct key of the
 //!   batch (a table of item indices, compared through the caller's key
 //!   array, which no one writes); representatives look their key up and
 //!   place absent ones through a one-bit-per-slot occupancy bitmap, never
 //!   reading key words another invocation may be writing; then every item
 //!   folds its value into its representative's slot.
+//! * Cuckoo tables claim directly where the slot width allows (8-byte
+//!   slots, or 64-bit atomics) and elect representatives only among the
+//!   keys that found every candidate full, which their second phase
+//!   places one invocation per key (`cuckoo.rs`).
 //!
 //! **64-bit atomics where offered.** On an adapter with 64-bit integers and
 //! atomics (Vulkan and DX12 on most GPUs; never a browser) a linear table's
 //! 16-byte slots claim their key field whole with one 64-bit
 //! compare-exchange, as 8-byte slots do with 32 bits: one pass per insert
-//! instead of four. [`crate::Builder::wgpu_portable`] keeps a table on the
+//! instead of four (the cuckoo scheme's first phase likewise).
+//! [`crate::Builder::wgpu_portable`] keeps a table on the
 //! 32-bit path (the one a browser runs), and [`WgpuTable::atomics64`] says
 //! which a table takes.
 //!
@@ -92,7 +96,7 @@ use crate::{Device, Error, Result};
 
 pub use self::gpu::{
     adapter_info, adapters, offered, offers_atomics64, scheme_source, shader_source, Capabilities, Variant, BULK_SOURCE, COMMON_SOURCE, CUCKOO_SOURCE,
-    FOLD_SOURCE, FOLD_SUBGROUPS_SOURCE, LINES_SOURCE, LINEAR_SOURCE, LINEAR_WIDE_SOURCE, SCHEMES, SLAB_LIST_SOURCE,
+    CUCKOO_WIDE_SOURCE, FOLD_SOURCE, FOLD_SUBGROUPS_SOURCE, LINES_SOURCE, LINEAR_SOURCE, LINEAR_WIDE_SOURCE, SCHEMES, SLAB_LIST_SOURCE,
 };
 pub use self::slab_list::SlabPool;
 /// The wgpu crate this backend is built on, for callers who create the
@@ -261,10 +265,15 @@ impl Slots {
 
     /// Whether inserts claim a key's slot with one compare-exchange (8-byte
     /// slots, or 16-byte ones with 64-bit atomics), else through
-    /// representatives. Cuckoo tables always take representatives: their
-    /// second phase places each key once.
+    /// representatives. A cuckoo table that claims directly still elects
+    /// representatives among the keys its first phase defers.
     fn direct(&self) -> bool {
-        (self.variant.slot_bytes == 8 || self.variant.atomics64) && self.variant.scheme != Scheme::Cuckoo
+        self.variant.slot_bytes == 8 || self.variant.atomics64
+    }
+
+    /// Whether inserts need the de-duplication table.
+    fn dedupes(&self) -> bool {
+        !self.direct() || self.variant.scheme == Scheme::Cuckoo
     }
 
     /// 32-bit words of a key or value field: 1 for 8-byte slots, else 2.
@@ -400,10 +409,10 @@ impl Slots {
         let v = self.variant;
         let per_chunk = self.chunk(n);
         let out = self.cached(Role::Out, per_chunk as u64 * 4).await?;
-        let dedupe = if self.direct() {
-            None
-        } else {
+        let dedupe = if self.dedupes() {
             Some(self.cached(Role::Dedupe, dedupe_entries(per_chunk) as u64 * 4).await?)
+        } else {
+            None
         };
         let placement = match v.scheme {
             Scheme::Cuckoo => Some((
@@ -431,22 +440,25 @@ impl Slots {
                 mask: dedupe_entries(len) as u32 - 1,
                 ..self.params(len)
             };
-            match &dedupe {
-                None => {
-                    let kernel = if v.atomics64 { Kernel::InsertWide } else { Kernel::InsertDirect };
-                    self.dispatch_passes(w, kernel, p, &b).await?;
-                    if mode == MODE_APPLY {
-                        w.dispatch(Kernel::Fold, p, &b).await?;
-                    }
+            if self.direct() {
+                let kernel = if v.atomics64 { Kernel::InsertWide } else { Kernel::InsertDirect };
+                self.dispatch_passes(w, kernel, p, &b).await?;
+                if mode == MODE_APPLY {
+                    w.dispatch(Kernel::Fold, p, &b).await?;
                 }
-                Some(d) => {
-                    w.clear_range(d, dedupe_entries(len) as u64 * 4);
-                    for k in [Kernel::Dedupe, Kernel::LocateReps, Kernel::ClaimReps] {
-                        self.dispatch_passes(w, k, p, &b).await?;
-                    }
-                    if let Some((paths, staging)) = &placement {
-                        cuckoo::place_pending(w, &cuckoo::Placement { scratch: d, paths, staging }, p, &b).await?;
-                    }
+            }
+            if let Some(d) = &dedupe {
+                w.clear_range(d, dedupe_entries(len) as u64 * 4);
+                let passes: &[Kernel] = if self.direct() { &[Kernel::DedupePending] } else { &[Kernel::Dedupe, Kernel::LocateReps, Kernel::ClaimReps] };
+                for &k in passes {
+                    self.dispatch_passes(w, k, p, &b).await?;
+                }
+                let mut pending = true;
+                if let Some((paths, staging)) = &placement {
+                    pending = cuckoo::place_pending(w, &cuckoo::Placement { scratch: d, paths, staging }, p, &b).await?;
+                }
+                // Items a direct first phase settled are done with.
+                if pending || !self.direct() {
                     w.dispatch(Kernel::Settle, p, &b).await?;
                 }
             }
@@ -548,7 +560,7 @@ impl Slots {
         self.cached(Role::Out, c * 4).await?;
         self.cached(Role::Counters, COUNTER_BYTES).await?;
         self.cached(Role::Staging, (n as u64 * 4).min(LIST_PIECE)).await?;
-        if !self.direct() {
+        if self.dedupes() {
             self.cached(Role::Dedupe, dedupe_entries(c as usize) as u64 * 4).await?;
         }
         if self.variant.scheme == Scheme::Cuckoo {
