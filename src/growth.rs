@@ -112,23 +112,32 @@ impl<K: Key, V: Value> Grower<'_, K, V> {
     /// the positions not stored; with growth off, stores what fits and
     /// returns [`Error::TableFull`] with exactly the positions refused.
     pub(crate) fn insert(&mut self, keys: &[K], values: &[V], mode: InsertMode) -> Result<InsertReport> {
+        self.insert_from(&HostBatch { keys, values }, mode)
+    }
+
+    /// [`Grower::insert`] over any batch: host slices or device memory.
+    pub(crate) fn insert_from(&mut self, batch: &dyn Batch<K, V>, mode: InsertMode) -> Result<InsertReport> {
+        let n = batch.len();
         if !self.policy.growth {
-            let out = self.b.insert(keys, values, mode)?;
-            let out = self.reclaim_and_retry(keys, values, out, mode);
-            return not_stored(keys, out);
+            let out = batch.insert(self.b, 0..n, mode)?;
+            let out = self.reclaim_and_retry(batch, out, mode);
+            return not_stored(batch, &*self.b, out);
         }
         let mut p = Progress::default();
-        match self.insert_growing(keys, values, mode, &mut p) {
+        match self.insert_growing(batch, mode, &mut p) {
             Ok(()) => Ok(p.report),
             // Nothing of the batch was stored: the table is as it was. (Or
             // all of it was, and growing past the load limit after it hit a
             // device error, which is no insert outcome.)
-            Err(cause) if p.done == 0 || (p.done == keys.len() && p.pending.is_empty()) => Err(cause),
+            Err(cause) if p.done == 0 || (p.done == n && p.pending.is_empty()) => Err(cause),
             Err(cause) => {
                 let mut positions = p.pending;
-                positions.extend(p.done..keys.len());
+                positions.extend(p.done..n);
                 positions.sort_unstable();
-                let keys = positions.iter().map(|&i| keys[i].to_u64()).collect();
+                let keys = match batch.pairs(&*self.b, &positions) {
+                    Ok((k, _)) => k.into_iter().map(Key::to_u64).collect(),
+                    Err(_) => Vec::new(),
+                };
                 let not_stored = Box::new(NotStored { report: p.report, positions, keys });
                 Err(Error::GrowthFailed { cause: Box::new(cause), not_stored })
             }
@@ -138,8 +147,8 @@ impl<K: Key, V: Value> Grower<'_, K, V> {
     /// The insert loop with growth on. Backend inserts store nothing when
     /// they fail, so `p` always says exactly what the call stored: every
     /// position below `p.done` but those in `p.pending`.
-    fn insert_growing(&mut self, keys: &[K], values: &[V], mode: InsertMode, p: &mut Progress) -> Result<()> {
-        let n = keys.len();
+    fn insert_growing(&mut self, batch: &dyn Batch<K, V>, mode: InsertMode, p: &mut Progress) -> Result<()> {
+        let n = batch.len();
         let max_load = self.policy.max_load;
         // Fraction of recent keys that were new: sizes the next chunk so the
         // table passes its maximum load only between chunks, and lets
@@ -158,13 +167,12 @@ impl<K: Key, V: Value> Grower<'_, K, V> {
             let slack = (slots / 16).min(slots.saturating_sub(used) / 2);
             let est = if new_fraction > 1e-3 { (room as f64 / new_fraction) as u64 } else { u64::MAX };
             let chunk = (n - pos).min(est.max(slack).max(1) as usize);
-            let (k, v) = (&keys[pos..pos + chunk], &values[pos..pos + chunk]);
-            let out = self.b.insert(k, v, mode)?;
+            let out = batch.insert(self.b, pos..pos + chunk, mode)?;
             p.report += InsertReport { inserted: out.inserted, existing: out.existing };
             p.pending = out.failed.iter().map(|&i| pos + i).collect();
             p.done = pos + chunk;
             new_fraction = out.inserted as f64 / chunk as f64;
-            self.place_pending(keys, values, mode, p)?;
+            self.place_pending(batch, mode, p)?;
         }
         if self.b.used() > load_limit(self.capacity(), max_load) {
             match self.grow_for(self.b.len()) {
@@ -178,7 +186,14 @@ impl<K: Key, V: Value> Grower<'_, K, V> {
     }
 
     /// Grows and retries the positions in `p.pending`, which found no slot.
-    fn place_pending(&mut self, keys: &[K], values: &[V], mode: InsertMode, p: &mut Progress) -> Result<()> {
+    fn place_pending(&mut self, batch: &dyn Batch<K, V>, mode: InsertMode, p: &mut Progress) -> Result<()> {
+        if p.pending.is_empty() {
+            return Ok(());
+        }
+        // Few keys (those past a probe limit): fetched once, retried from the host.
+        let mut first = p.pending.clone();
+        first.sort_unstable();
+        let (k0, v0) = batch.pairs(&*self.b, &first)?;
         for _ in 0..16 {
             if p.pending.is_empty() {
                 return Ok(());
@@ -186,8 +201,10 @@ impl<K: Key, V: Value> Grower<'_, K, V> {
             let grown =
                 capacity::grow_target(self.capacity(), self.b.len() + p.pending.len() as u64, self.policy.max_load);
             self.rehash_into(grown)?;
-            let k: Vec<K> = p.pending.iter().map(|&i| keys[i]).collect();
-            let v: Vec<V> = p.pending.iter().map(|&i| values[i]).collect();
+            // Every position still pending was in `first`.
+            let at: Vec<usize> = p.pending.iter().map(|i| first.binary_search(i).unwrap_or_default()).collect();
+            let k: Vec<K> = at.iter().map(|&a| k0[a]).collect();
+            let v: Vec<V> = at.iter().map(|&a| v0[a]).collect();
             let out = self.b.insert(&k, &v, mode)?;
             p.report += InsertReport { inserted: out.inserted, existing: out.existing };
             p.pending = out.failed.iter().map(|&i| p.pending[i]).collect();
@@ -205,12 +222,17 @@ impl<K: Key, V: Value> Grower<'_, K, V> {
     /// rebuild at the same capacity, which on any failure leaves the table
     /// as it was (the in-place cleaning may have to grow to put its lifted
     /// keys back, which growth off forbids); the first outcome then stands.
-    fn reclaim_and_retry(&mut self, keys: &[K], values: &[V], mut out: RawInsert, mode: InsertMode) -> RawInsert {
-        if out.failed.is_empty() || self.b.tombstones() == 0 || self.b.rehash(self.capacity()).is_err() {
+    fn reclaim_and_retry(&mut self, batch: &dyn Batch<K, V>, mut out: RawInsert, mode: InsertMode) -> RawInsert {
+        if out.failed.is_empty() || self.b.tombstones() == 0 {
             return out;
         }
-        let k: Vec<K> = out.failed.iter().map(|&i| keys[i]).collect();
-        let v: Vec<V> = out.failed.iter().map(|&i| values[i]).collect();
+        // Fetched first: should that fail (a device error), the first outcome stands.
+        let Ok((k, v)) = batch.pairs(&*self.b, &out.failed) else {
+            return out;
+        };
+        if self.b.rehash(self.capacity()).is_err() {
+            return out;
+        }
         if let Ok(again) = self.b.insert(&k, &v, mode) {
             out.inserted += again.inserted;
             out.existing += again.existing;
@@ -220,11 +242,43 @@ impl<K: Key, V: Value> Grower<'_, K, V> {
     }
 }
 
-fn not_stored<K: Key>(keys: &[K], out: RawInsert) -> Result<InsertReport> {
+/// A batch of pairs the growth loop inserts a range at a time: host slices
+/// ([`HostBatch`]) or device memory (the CUDA backend's).
+pub(crate) trait Batch<K: Key, V: Value> {
+    /// Pairs in the batch.
+    fn len(&self) -> usize;
+    /// Inserts the pairs at `range` into `b`; failed positions are counted
+    /// from the range's start.
+    fn insert(&self, b: &mut dyn Backend<K, V>, range: std::ops::Range<usize>, mode: InsertMode) -> Result<RawInsert>;
+    /// The pairs at `positions` (ascending, few), on the host.
+    fn pairs(&self, b: &dyn Backend<K, V>, positions: &[usize]) -> Result<(Vec<K>, Vec<V>)>;
+}
+
+/// Pairs in host memory.
+pub(crate) struct HostBatch<'a, K, V> {
+    pub(crate) keys: &'a [K],
+    pub(crate) values: &'a [V],
+}
+
+impl<K: Key, V: Value> Batch<K, V> for HostBatch<'_, K, V> {
+    fn len(&self) -> usize {
+        self.keys.len()
+    }
+
+    fn insert(&self, b: &mut dyn Backend<K, V>, range: std::ops::Range<usize>, mode: InsertMode) -> Result<RawInsert> {
+        b.insert(&self.keys[range.clone()], &self.values[range], mode)
+    }
+
+    fn pairs(&self, _: &dyn Backend<K, V>, positions: &[usize]) -> Result<(Vec<K>, Vec<V>)> {
+        Ok(positions.iter().map(|&i| (self.keys[i], self.values[i])).unzip())
+    }
+}
+
+fn not_stored<K: Key, V: Value>(batch: &dyn Batch<K, V>, b: &dyn Backend<K, V>, out: RawInsert) -> Result<InsertReport> {
     let report = InsertReport { inserted: out.inserted, existing: out.existing };
     if out.failed.is_empty() {
         return Ok(report);
     }
-    let keys = out.failed.iter().map(|&i| keys[i].to_u64()).collect();
+    let keys = batch.pairs(b, &out.failed)?.0.into_iter().map(Key::to_u64).collect();
     Err(Error::TableFull(Box::new(NotStored { report, positions: out.failed, keys })))
 }

@@ -545,6 +545,32 @@ impl<K: Key, V: Value> HashTable<K, V> {
         self.backend.as_any().downcast_ref()
     }
 
+    /// Inserts pairs already in device memory of a plain CUDA table's GPU
+    /// (a [`CudaView`](cudarc::driver::CudaView), or memory of another
+    /// library through [`CudaTable::borrow_device`](crate::backend::cuda::CudaTable::borrow_device)),
+    /// without copying the batch to the host, under the table's growth
+    /// policy like the host calls: with growth on it grows between parts of
+    /// the batch as needed; with growth off keys without a slot come back in
+    /// [`Error::TableFull`]. Only the few keys a probe limit turns away are
+    /// fetched to the host (and then retried into the grown table).
+    #[cfg(feature = "cuda")]
+    pub fn insert_device(
+        &mut self,
+        keys: &cudarc::driver::CudaView<'_, K>,
+        values: &cudarc::driver::CudaView<'_, V>,
+        mode: InsertMode,
+    ) -> Result<InsertReport> {
+        check_len("insert_device", keys.len(), values.len(), "values")?;
+        if self.cuda().is_none() {
+            return Err(Error::Unsupported(format!(
+                "insert_device needs a plain CUDA table; this one is {} (paged, sharded or on another device)",
+                self.device()
+            )));
+        }
+        let batch = crate::backend::cuda::DeviceBatch { keys, values };
+        self.grower().insert_from(&batch, mode)
+    }
+
     /// Mutable form of [`HashTable::cuda`].
     #[cfg(feature = "cuda")]
     pub fn cuda_mut(&mut self) -> Option<&mut crate::backend::cuda::CudaTable<K, V>> {

@@ -167,6 +167,106 @@ fn async_calls_on_a_user_stream() {
     async_body::<u64, f64>(dev);
 }
 
+// ------------------------------------------------------------ device batches with growth, foreign memory
+
+/// The device address of `s`, as another library would hand it over.
+fn addr<T>(s: &CudaSlice<T>, stream: &Arc<CudaStream>) -> u64 {
+    let (p, _record) = gpuhash::cudarc::driver::DevicePtr::device_ptr(s, stream);
+    p
+}
+
+fn device_growth_body<K: Key, V: TestValue>(dev: Target) {
+    let mut cx = Ctx::new::<K, V>("device_inserts_grow", dev);
+    let n = scaled(400_000);
+    // A table far too small for the batch: HashTable::insert_device grows
+    // between parts of it, as the host calls do.
+    let mut t = builder(dev).capacity(1 << 10).build::<K, V>().unwrap();
+    let user = t.cuda().unwrap().stream().context().new_stream().unwrap();
+    let universe = keys_with_specials::<K>(&mut cx, n / 4);
+    let keys = sample(&mut cx.rng, &universe, n);
+    let vals = num_values::<V>(&mut cx.rng, n);
+    let mut expect: std::collections::HashMap<u64, V> = std::collections::HashMap::new();
+    for (k, v) in keys.iter().zip(&vals) {
+        let e = expect.entry(k.to_u64()).or_insert(V::from_bits(0));
+        *e = V::reduce_ref(Reduce::Sum, *e, *v);
+    }
+    let (kd, vd) = (upload(&user, &keys), upload(&user, &vals));
+    user.synchronize().unwrap();
+    cx.phase = "insert_or_apply from device memory, growing".into();
+    let r = t.insert_device(&kd.as_view(), &vd.as_view(), InsertMode::Apply(Reduce::Sum)).unwrap_or_else(|e| panic!("{cx}: {e}"));
+    assert_eq!(r.inserted as usize, expect.len(), "{cx}: inserted");
+    assert_eq!(t.len() as usize, expect.len(), "{cx}: len");
+    assert!(t.capacity() > 1 << 10, "{cx}: the table did not grow");
+    let probe: Vec<K> = universe.clone();
+    let got = t.find(&probe).unwrap();
+    for (k, g) in probe.iter().zip(got) {
+        match (expect.get(&k.to_u64()), g) {
+            (Some(e), Some(g)) => assert!(same(*e, g), "{cx}: key {k:?} holds {g:?}, expected {e:?}"),
+            (None, None) => {}
+            (e, g) => panic!("{cx}: key {k:?}: expected {e:?}, got {g:?}"),
+        }
+    }
+
+    cx.phase = "foreign device memory, borrowed without a copy".into();
+    let cuda = t.cuda().unwrap();
+    let out_v = upload(&user, &vec![V::from_bits(0); probe.len()]);
+    let out_f = user.alloc_zeros::<u8>(probe.len()).unwrap();
+    let pd = upload(&user, &probe);
+    let (pk, pv, pf) = (addr(&pd, &user), addr(&out_v, &user), addr(&out_f, &user));
+    // Safety: the three buffers live (and hold probe.len() elements) until
+    // after the borrows are dropped; the user's stream is live.
+    let hits = unsafe {
+        cuda.wait_for_stream(user.cu_stream() as u64).unwrap();
+        let k = cuda.borrow_device::<K>(pk, probe.len(), "keys").unwrap();
+        let mut v = cuda.borrow_device::<V>(pv, probe.len(), "values").unwrap();
+        let mut f = cuda.borrow_device::<u8>(pf, probe.len(), "found").unwrap();
+        cuda.find_device(&k.view(), &mut v.view_mut(), &mut f.view_mut()).unwrap()
+    };
+    assert_eq!(hits as usize, probe.iter().filter(|k| expect.contains_key(&k.to_u64())).count(), "{cx}: hits");
+    // The buffers are still the caller's: readable after the borrows ended.
+    let (gv, gf) = (user.clone_dtoh(&out_v).unwrap(), user.clone_dtoh(&out_f).unwrap());
+    user.synchronize().unwrap();
+    for i in 0..probe.len() {
+        let e = expect.get(&probe[i].to_u64());
+        assert_eq!(gf[i] == 1, e.is_some(), "{cx}: found[{i}]");
+        if let Some(e) = e {
+            assert!(same(*e, gv[i]), "{cx}: value[{i}]");
+        }
+    }
+
+    cx.phase = "bad addresses are refused".into();
+    // Safety: refused before any use.
+    unsafe {
+        let host = vec![0u64; 8];
+        assert!(matches!(cuda.borrow_device::<u64>(host.as_ptr() as u64, 8, "keys"), Err(Error::Unsupported(_))), "{cx}: host memory");
+        assert!(matches!(cuda.borrow_device::<u64>(pk + 4, 8, "keys"), Err(Error::Unsupported(_))), "{cx}: misaligned");
+    }
+
+    cx.phase = "growth off: exact refusals".into();
+    let mut small = builder(dev).capacity(1 << 12).max_load_factor(1.0).growth(false).build::<K, V>().unwrap();
+    let distinct = keys_with_specials::<K>(&mut cx, 3 << 12);
+    let (dk, dv) = (upload(&user, &distinct), upload(&user, &any_values::<V>(&mut cx.rng, distinct.len())));
+    user.synchronize().unwrap();
+    match small.insert_device(&dk.as_view(), &dv.as_view(), InsertMode::Assign) {
+        Err(Error::TableFull(ns)) => {
+            check_not_stored(&ns, &distinct, &cx);
+            let present = small.contains(&distinct).unwrap();
+            for (i, p) in present.iter().enumerate() {
+                assert_eq!(*p, ns.positions.binary_search(&i).is_err(), "{cx}: key at {i} stored or reported");
+            }
+        }
+        other => panic!("{cx}: expected TableFull, got {other:?}"),
+    }
+}
+
+#[test]
+fn device_inserts_grow_and_foreign_memory_is_borrowed() {
+    let Some(dev) = cuda() else { return };
+    device_growth_body::<u32, u32>(dev);
+    // Integer values: sums in any order are exact.
+    device_growth_body::<u64, i64>(dev);
+}
+
 // ------------------------------------------------------------ unified memory
 
 fn unified_body<K: Key, V: TestValue>(dev: Target) {

@@ -5,6 +5,7 @@
 //! half (`gpuhash/__init__.py`) turns dtypes, array protocols and errors
 //! into what Python users expect.
 
+use gpuhash::backend::InsertMode;
 use gpuhash::{Builder, Device, Error, HashTable, InsertReport, Key, NotStored, Reduce, Scheme, Value};
 use numpy::{Element, PyArray1, PyArrayMethods, PyUntypedArrayMethods};
 use pyo3::exceptions::{PyException, PyMemoryError, PyRuntimeError, PyTypeError, PyValueError};
@@ -207,6 +208,67 @@ where
     Ok((PyArray1::from_vec(py, k), PyArray1::from_vec(py, v)))
 }
 
+// ---- arrays in CUDA device memory (CuPy, PyTorch, ...), used in place ----
+//
+// The Python half passes each array's device address, the batch length and
+// the caller's stream (a `CUstream` value; 0 or 1 for the legacy default
+// stream, 2 for the per-thread one). The table's stream first waits for
+// the caller's, so work the caller queued before (that wrote the keys)
+// comes first; every call returns once its results are written.
+
+fn not_cuda<K: Key, V: Value>(t: &HashTable<K, V>) -> Error {
+    Error::Unsupported(format!("arrays in CUDA device memory need a CUDA table; this one is on {}", t.device()))
+}
+
+/// `Ok(())` after the table's stream waited for `stream`.
+fn enter<K: Key, V: Value>(t: &HashTable<K, V>, stream: u64) -> Result<(), Error> {
+    let c = t.cuda().ok_or_else(|| not_cuda(t))?;
+    // Safety: `stream` is the caller's live stream (or 0, 1, 2).
+    unsafe { c.wait_for_stream(stream) }
+}
+
+fn insert_dev<K: Key, V: Value>(t: &mut HashTable<K, V>, keys: u64, values: u64, n: usize, mode: InsertMode, stream: u64) -> Result<InsertReport, Error> {
+    enter(t, stream)?;
+    let c = t.cuda().ok_or_else(|| not_cuda(t))?;
+    // Safety: the Python half holds both arrays (n elements each) for the call.
+    let (k, v) = unsafe { (c.borrow_device::<K>(keys, n, "keys")?, c.borrow_device::<V>(values, n, "values")?) };
+    t.insert_device(&k.view(), &v.view(), mode)
+}
+
+fn find_dev<K: Key, V: Value>(t: &HashTable<K, V>, keys: u64, n: usize, values: u64, found: u64, stream: u64) -> Result<u64, Error> {
+    enter(t, stream)?;
+    let c = t.cuda().ok_or_else(|| not_cuda(t))?;
+    // Safety: the Python half holds the keys and both outputs (n elements each).
+    let (k, mut v, mut f) = unsafe {
+        (c.borrow_device::<K>(keys, n, "keys")?, c.borrow_device::<V>(values, n, "values")?, c.borrow_device::<u8>(found, n, "found")?)
+    };
+    c.find_device(&k.view(), &mut v.view_mut(), &mut f.view_mut())
+}
+
+fn contains_dev<K: Key, V: Value>(t: &HashTable<K, V>, keys: u64, n: usize, found: u64, stream: u64) -> Result<u64, Error> {
+    enter(t, stream)?;
+    let c = t.cuda().ok_or_else(|| not_cuda(t))?;
+    // Safety: the Python half holds the keys and the output (n elements each).
+    let (k, mut f) = unsafe { (c.borrow_device::<K>(keys, n, "keys")?, c.borrow_device::<u8>(found, n, "found")?) };
+    c.contains_device(&k.view(), &mut f.view_mut())
+}
+
+fn erase_dev<K: Key, V: Value>(t: &mut HashTable<K, V>, keys: u64, n: usize, stream: u64) -> Result<u64, Error> {
+    enter(t, stream)?;
+    let c = t.cuda_mut().ok_or_else(|| Error::Unsupported("arrays in CUDA device memory need a CUDA table".into()))?;
+    // Safety: the Python half holds the keys (n elements) for the call.
+    let k = unsafe { c.borrow_device::<K>(keys, n, "keys")? };
+    c.erase_device(&k.view())
+}
+
+fn insert_mode(how: &str) -> PyResult<InsertMode> {
+    Ok(match how {
+        "assign" => InsertMode::Assign,
+        "if_absent" => InsertMode::IfAbsent,
+        op => InsertMode::Apply(reduce(op)?),
+    })
+}
+
 /// A gpuhash table; built by `gpuhash.HashTable`, which checks its arrays.
 #[pyclass(module = "gpuhash._gpuhash", unsendable)]
 struct Table {
@@ -280,6 +342,29 @@ impl Table {
 
     fn erase(&mut self, py: Python<'_>, keys: &Bound<'_, PyAny>) -> PyResult<u64> {
         each_table!(&mut self.table, t => erase(py, t, keys))
+    }
+
+    /// Inserts `n` pairs from device addresses; `how` is assign,
+    /// if_absent, sum, min or max.
+    fn insert_device(&mut self, py: Python<'_>, keys: u64, values: u64, n: usize, how: &str, stream: u64) -> PyResult<(u64, u64)> {
+        let mode = insert_mode(how)?;
+        let r = each_table!(&mut self.table, t => py.detach(|| insert_dev(t, keys, values, n, mode, stream)));
+        let r = r.map_err(|e| to_py(py, e))?;
+        Ok((r.inserted, r.existing))
+    }
+
+    /// Looks up `n` keys at a device address into the `values` and
+    /// `found` (one byte each) outputs; returns how many were found.
+    fn find_device(&self, py: Python<'_>, keys: u64, n: usize, values: u64, found: u64, stream: u64) -> PyResult<u64> {
+        each_table!(&self.table, t => py.detach(|| find_dev(t, keys, n, values, found, stream))).map_err(|e| to_py(py, e))
+    }
+
+    fn contains_device(&self, py: Python<'_>, keys: u64, n: usize, found: u64, stream: u64) -> PyResult<u64> {
+        each_table!(&self.table, t => py.detach(|| contains_dev(t, keys, n, found, stream))).map_err(|e| to_py(py, e))
+    }
+
+    fn erase_device(&mut self, py: Python<'_>, keys: u64, n: usize, stream: u64) -> PyResult<u64> {
+        each_table!(&mut self.table, t => py.detach(|| erase_dev(t, keys, n, stream))).map_err(|e| to_py(py, e))
     }
 
     fn export(&self, py: Python<'_>) -> PyResult<(Py<PyAny>, Py<PyAny>)> {

@@ -6,6 +6,7 @@
 //! device cannot be used.
 
 pub(crate) mod batcher;
+mod foreign;
 mod hashinator;
 pub(crate) mod paging;
 pub mod kernels;
@@ -15,6 +16,8 @@ mod staging;
 mod stream_ops;
 mod unified;
 
+pub use foreign::Borrowed;
+pub(crate) use foreign::DeviceBatch;
 pub use region::release_scratch;
 pub use stream_ops::{PendingCount, PendingInsert};
 
@@ -338,7 +341,7 @@ impl<K: Key, V: Value> CudaTable<K, V> {
         Err(Error::TableFull(Box::new(crate::NotStored { report, positions: raw.failed, keys: not_stored })))
     }
 
-    fn insert_raw(&mut self, keys: &CudaView<'_, K>, values: &CudaView<'_, V>, mode: InsertMode) -> Result<RawInsert> {
+    pub(crate) fn insert_raw(&mut self, keys: &CudaView<'_, K>, values: &CudaView<'_, V>, mode: InsertMode) -> Result<RawInsert> {
         let n = keys.len() as u64;
         let (slots, buckets, setting) = (self.config.slots, self.probe.buckets, self.config.region_build);
         let chunk = region::chunk_len(n, mode, self.live, slots, buckets, setting);
@@ -455,7 +458,7 @@ impl<K: Key, V: Value> CudaTable<K, V> {
     /// batch may be huge), or from a copy of the batch when the device has
     /// no memory for the gather: it runs after an insert stored keys, and
     /// must not fail for want of memory then.
-    fn gather_keys(&self, keys: &CudaView<'_, K>, positions: &[usize]) -> Result<Vec<K>> {
+    pub(crate) fn gather_keys(&self, keys: &CudaView<'_, K>, positions: &[usize]) -> Result<Vec<K>> {
         match self.gather_on_device(keys, positions) {
             Err(Error::OutOfMemory { .. }) => {
                 let all = self.stream.clone_dtoh(keys).map_err(|e| self.err(e))?;
