@@ -187,7 +187,7 @@ extern "C" __global__ void gh_find(View t, const K* keys, u64 n, V* out, unsigne
     u64 hits = 0;
     for (u64 i = thread_index(); i < n; i += grid_stride()) {
         V v = gh::from_bits<V>(0);
-        bool hit = t.template find_as<GH_SCHEME>(keys[i], &v);
+        bool hit = t.template find_as<GH_SCHEME>(keys[i], &v, true);
         out[i] = v;
         found[i] = (unsigned char)hit;
         hits += hit;
@@ -199,7 +199,7 @@ extern "C" __global__ void gh_contains(View t, const K* keys, u64 n, unsigned ch
     u64 hits = 0;
     for (u64 i = thread_index(); i < n; i += grid_stride()) {
         V v;
-        bool hit = t.template find_as<GH_SCHEME>(keys[i], &v);
+        bool hit = t.template find_as<GH_SCHEME>(keys[i], &v, true);
         found[i] = (unsigned char)hit;
         hits += hit;
     }

@@ -297,14 +297,15 @@ namespace gh {
 template <typename K, typename V> struct TableView : ViewCore<K, V> {
     typedef ViewCore<K, V> Core;
 
-    // Looks a key up; writes its value to *out when found.
-    template <u32 S> __device__ __forceinline__ bool find_as(K key, V* out) const {
+    // Looks a key up; writes its value to *out when found. `bulk`: called
+    // by a bulk lookup kernel, during which nothing writes the table.
+    template <u32 S> __device__ __forceinline__ bool find_as(K key, V* out, bool bulk = false) const {
         int s = Core::special_index(key);
         if (s >= 0) return this->find_special(s, out);
         if (S == GH_SCHEME_LINEAR) return linear::find(*this, (u64)key, out);
         if (S == GH_SCHEME_HASHINATOR) return hashinator::find(*this, (u64)key, out);
         if (S == GH_SCHEME_ROBIN_HOOD) return robin_hood::find(*this, (u64)key, out);
-        if (S == GH_SCHEME_CUCKOO) return cuckoo::find(*this, (u64)key, out);
+        if (S == GH_SCHEME_CUCKOO) return cuckoo::find(*this, (u64)key, out, bulk);
         if (S == GH_SCHEME_TWO_LEVEL) return two_level::find(*this, (u64)key, out);
         return false;
     }

@@ -259,6 +259,25 @@ template <typename K, typename V> struct Flat {
         return -1;
     }
 
+    // Lookup in the stash for a bulk find, during which nothing writes the
+    // table: whole buckets (and the mask) through the read-only cache. Every
+    // lookup that misses its candidates reads these same few sectors; read a
+    // word at a time from L2 (stash_find) they queue on one L2 slice, which
+    // held half-miss finds at load 0.9 to a ninth of the hits' rate.
+    __device__ __forceinline__ bool stash_lookup(u64 key, V* out) const {
+        if (__ldg(mask) == 0) return false;
+        bool hit = false;
+        auto f = [&](int, u64 kk, u64 vv) {
+            if (kk != key) return false;
+            *out = from_bits<V>(vv);
+            hit = true;
+            return true;
+        };
+        const ulonglong2* p = (const ulonglong2*)stash_cell(0);
+        for (int h = 0; h < stash * (int)sizeof(raw) / 16 && !hit; ++h) e.t.visit16(__ldg(p + h), 0, f);
+        return hit;
+    }
+
     // One attempt; -1 if an eviction path's lock was busy (everything
     // released; *busy names the bucket).
     __device__ int try_insert(const u64* xc, u64 k, V value, u32 mode, u32 op, Path& p, u64* busy) const {
@@ -329,12 +348,14 @@ __device__ __forceinline__ void candidates(const Flat<K, V>& f, u64 k, u64* xc) 
     for (int j = 0; j < Flat<K, V>::D; ++j) xc[j] = sp.cand(k, j);
 }
 
+// `bulk`: a bulk lookup kernel, during which nothing writes the table.
 template <typename K, typename V>
-__device__ __forceinline__ bool find(const ViewCore<K, V>& t, u64 key, V* out) {
+__device__ __forceinline__ bool find(const ViewCore<K, V>& t, u64 key, V* out, bool bulk) {
     Flat<K, V> f(t);
     u64 xc[MAX_CHOICES];
     candidates(f, key, xc);
     if (f.e.find_in(xc, key, out)) return true;
+    if (bulk) return f.stash_lookup(key, out);
     int i = f.stash_find(key);
     if (i < 0) return false;
     *out = from_bits<V>(Flat<K, V>::W::value(Flat<K, V>::W::load(f.stash_cell(i))));
