@@ -249,6 +249,8 @@ impl<K: Key, V: Value> CpuTable<K, V> {
     }
 
     /// The configuration it was built with (its slot count is current).
+    /// Only CUDA's paged tables ask (builds without CUDA, as for wasm, do not).
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
     pub(crate) fn config(&self) -> Config {
         self.config
     }
