@@ -59,10 +59,11 @@ __device__ __forceinline__ void note_failed(const View& t, u32* failed, u64 cap,
 // Inserts keys[i] -> values[i]. Positions that find no slot are appended to
 // `failed` (up to `failed_cap`; counters[2] holds the true count).
 extern "C" __global__ void gh_insert(View t, const K* keys, const V* values, u64 n, u32 mode, u32 op,
-                                     u32* failed, u64 failed_cap, u64 base) {
+                                     u32* failed, u64 failed_cap, u64 base, const unsigned char* todo) {
     const gh::hashinator::Team team(t.param);
     u64 ins = 0, ex = 0;
     for (u64 i = thread_index() / team.size; i < n; i += grid_stride() / team.size) {
+        if (todo && !todo[i]) continue;  // a whole team sees the same i
         int r = gh::hashinator::team_insert(t, team, keys[i], values[i], mode, op);
         if (!team.leader()) continue;
         ins += r == gh::INSERTED;
@@ -118,9 +119,10 @@ extern "C" __global__ void gh_erase(View t, const K* keys, u64 n) {
 // positions in the whole batch.
 #if GH_SCHEME == GH_SCHEME_LINEAR
 extern "C" __global__ void gh_insert(View t, const K* keys, const V* values, u64 n, u32 mode, u32 op,
-                                     u32* failed, u64 failed_cap, u64 base) {
+                                     u32* failed, u64 failed_cap, u64 base, const unsigned char* todo) {
     u64 ins = 0, ex = 0;
     for (u64 i = thread_index(); i < n; i += grid_stride()) {
+        if (todo && !todo[i]) continue;
         int r = t.template insert_as<GH_SCHEME>(keys[i], values[i], mode, op);
         ins += r == gh::INSERTED;
         ex += r == gh::EXISTING;
@@ -149,14 +151,15 @@ template <> __device__ __forceinline__ double combine<double>(double a, double b
 }
 
 extern "C" __global__ void gh_insert(View t, const K* keys, const V* values, u64 n, u32 mode, u32 op,
-                                     u32* failed, u64 failed_cap, u64 base) {
+                                     u32* failed, u64 failed_cap, u64 base, const unsigned char* todo) {
     const u32 lane = threadIdx.x & 31;
     u64 ins = 0, ex = 0;
     // Whole warps step together (blockDim.x is a multiple of 32), so every
     // lane reaches the warp-wide votes; lanes past the batch's end sit out.
     for (u64 w = thread_index() - lane; w < n; w += grid_stride()) {
         const u64 i = w + lane;
-        const bool live = i < n;
+        // Items gh_apply_present took (todo[i] == 0) sit out like lanes past the end.
+        const bool live = i < n && (!todo || todo[i]);
         const K key = live ? keys[i] : (K)0;
         V value = live ? values[i] : gh::from_bits<V>(0);
         const u32 group = __match_any_sync(0xffffffffu, key) & __ballot_sync(0xffffffffu, live);
@@ -178,6 +181,43 @@ extern "C" __global__ void gh_insert(View t, const K* keys, const V* values, u64
         if (r == gh::FAILED) note_failed(t, failed, failed_cap, base + i);
     }
     block_add(&t.meta->counters[0], ins);
+    block_add(&t.meta->counters[1], ex);
+}
+
+// Insert-or-apply on the locking schemes, first step: items whose key is
+// stored already are reduced into its slot without a lock (the host runs no
+// insert meanwhile, so no key moves), a warp's equal keys combined first. A
+// key repeated throughout a batch then costs an atomic per warp instead of
+// its bucket's lock per warp, for which every warp queued. todo[i] is set
+// for the other items (absent and out-of-band keys), which gh_insert then
+// takes. Existing items are counted here.
+extern "C" __global__ void gh_apply_present(View t, const K* keys, const V* values, u64 n, u32 op,
+                                            unsigned char* todo) {
+    const u32 lane = threadIdx.x & 31;
+    u64 ex = 0;
+    for (u64 w = thread_index() - lane; w < n; w += grid_stride()) {
+        const u64 i = w + lane;
+        const bool live = i < n;
+        const K key = live ? keys[i] : (K)0;
+        V value = live ? values[i] : gh::from_bits<V>(0);
+        const u32 group = __match_any_sync(0xffffffffu, key) & __ballot_sync(0xffffffffu, live);
+        if (!live) continue;
+        const int leader = __ffs(group) - 1;
+        const V mine = value;  // shuffled as read, not as combined so far
+        for (u32 rest = group & (group - 1); rest; rest &= rest - 1)
+            value = combine(value, __shfl_sync(group, mine, __ffs(rest) - 1), op);
+        int hit = 0;
+        if ((int)lane == leader && View::special_index(key) < 0) {
+            View::raw* slot = t.template slot_of_as<GH_SCHEME>((u64)key);
+            if (slot) {
+                t.update_value(slot, value, gh::MODE_APPLY, op);
+                hit = 1;
+                ex += __popc(group);
+            }
+        }
+        hit = __shfl_sync(group, hit, leader);
+        todo[i] = (unsigned char)!hit;
+    }
     block_add(&t.meta->counters[1], ex);
 }
 #endif
@@ -1075,10 +1115,11 @@ extern "C" __global__ void gh_region_positions(View t, const K* keys, u64 n, con
 // deferred keys: few, but they are the ones whose sequences cross region
 // ends through the table's longest runs, or walk to the probe limit.
 extern "C" __global__ void gh_insert_wide(View t, const K* keys, const V* values, u64 n, u32 mode, u32 op,
-                                          u32* failed, u64 failed_cap, u64 base) {
+                                          u32* failed, u64 failed_cap, u64 base, const unsigned char* todo) {
     const u32 lane = threadIdx.x & 31;
     u64 ins = 0, ex = 0;
     for (u64 i = thread_index() / 32; i < n; i += grid_stride() / 32) {
+        if (todo && !todo[i]) continue;  // the whole warp sees the same i
         const K key = keys[i];
         const V value = values[i];
         int r = 0;

@@ -310,6 +310,15 @@ template <typename K, typename V> struct TableView : ViewCore<K, V> {
         return false;
     }
 
+    // The slot holding an in-slot key of a locking scheme, or null. No
+    // locks: only for kernels during which no key moves (gh_apply_present).
+    template <u32 S> __device__ __forceinline__ typename Core::raw* slot_of_as(u64 key) const {
+        if (S == GH_SCHEME_ROBIN_HOOD) return robin_hood::slot_of(*this, key);
+        if (S == GH_SCHEME_CUCKOO) return cuckoo::slot_of(*this, key);
+        if (S == GH_SCHEME_TWO_LEVEL) return two_level::slot_of(*this, key);
+        return nullptr;
+    }
+
     // Inserts a pair. A present key is overwritten (MODE_ASSIGN), kept
     // (MODE_IF_ABSENT) or combined with `op` (MODE_APPLY). Returns INSERTED,
     // EXISTING, or FAILED when the scheme found no place within its limits.

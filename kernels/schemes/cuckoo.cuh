@@ -348,6 +348,19 @@ __device__ __forceinline__ void candidates(const Flat<K, V>& f, u64 k, u64* xc) 
     for (int j = 0; j < Flat<K, V>::D; ++j) xc[j] = sp.cand(k, j);
 }
 
+// The slot holding `key` (candidates, then stash), or null; no locks, so
+// only for kernels during which no key moves (gh_apply_present).
+template <typename K, typename V>
+__device__ __forceinline__ typename ViewCore<K, V>::raw* slot_of(const ViewCore<K, V>& t, u64 key) {
+    Flat<K, V> f(t);
+    u64 xc[MAX_CHOICES];
+    candidates(f, key, xc);
+    int j, i;
+    if (f.e.locate(xc, key, &j, &i)) return f.e.cell(xc[j], i);
+    i = f.stash_find(key);
+    return i >= 0 ? f.stash_cell(i) : nullptr;
+}
+
 // `bulk`: a bulk lookup kernel, during which nothing writes the table.
 template <typename K, typename V>
 __device__ __forceinline__ bool find(const ViewCore<K, V>& t, u64 key, V* out, bool bulk) {
@@ -496,6 +509,17 @@ template <typename K, typename V> struct Regions {
         return result;
     }
 };
+
+// The slot holding `key` in its region's current candidates, or null; no
+// locks, so only for kernels during which no key moves (gh_apply_present).
+template <typename K, typename V>
+__device__ __forceinline__ typename ViewCore<K, V>::raw* slot_of(const ViewCore<K, V>& t, u64 key) {
+    Regions<K, V> g(t);
+    u64 xc[cuckoo::MAX_CHOICES];
+    g.cands(g.current(g.region(key)), key, xc);
+    int j, i;
+    return g.e.locate(xc, key, &j, &i) ? g.e.cell(xc[j], i) : nullptr;
+}
 
 template <typename K, typename V>
 __device__ __forceinline__ bool find(const ViewCore<K, V>& t, u64 key, V* out) {

@@ -177,6 +177,14 @@ __device__ __forceinline__ bool locate(const ViewCore<K, V>& t, u64 x, u64* at, 
     return false;
 }
 
+// The slot holding x, or null; no locks, so only for kernels during which
+// no key moves (gh_apply_present).
+template <typename K, typename V>
+__device__ __forceinline__ typename ViewCore<K, V>::raw* slot_of(const ViewCore<K, V>& t, u64 x) {
+    u64 at, v;
+    return locate(t, x, &at, &v) ? t.slots + at : nullptr;
+}
+
 template <typename K, typename V>
 __device__ __forceinline__ bool find(const ViewCore<K, V>& t, u64 x, V* out) {
     u64 at, v;

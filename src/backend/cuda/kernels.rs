@@ -43,6 +43,8 @@ pub(crate) struct Kernels {
     /// The region build of large batches (linear scheme only).
     pub region: Option<super::region::RegionKernels>,
     pub clean_extract: CudaFunction,
+    /// Insert-or-apply's lock-free step for stored keys (locking schemes only).
+    pub apply_present: Option<CudaFunction>,
     /// The page partition of paged tables (`gh_page_*`).
     pub page: PageKernels,
 }
@@ -186,6 +188,11 @@ pub(crate) fn kernels(ctx: &Arc<CudaContext>, key_bits: u32, value: ValueKind, s
         // Only linear modules have them (no failed look-ups of absent functions).
         region: if scheme == Scheme::Linear { super::region::RegionKernels::load(&module).map_err(dev)? } else { None },
         clean_extract: f("gh_clean_extract")?,
+        apply_present: if matches!(scheme, Scheme::RobinHood | Scheme::Cuckoo | Scheme::TwoLevel) {
+            Some(f("gh_apply_present")?)
+        } else {
+            None
+        },
         page: PageKernels { count: f("gh_page_count")?, scatter: f("gh_page_scatter")?, unpermute: f("gh_page_unpermute")? },
     });
     map.lock().unwrap_or_else(|p| p.into_inner()).insert(key, k.clone());

@@ -47,6 +47,31 @@ const BLOCK: u32 = 256;
 /// second pass over the batch (the keys left absent); the others record
 /// every position, in a buffer grown to the batch.
 const FAILED_CAP: usize = 1 << 16;
+/// Insert-or-apply on a locking scheme: items in the first part of a batch,
+/// and in the largest later ones (see `CudaTable::insert_applying`). The
+/// first part is small so that the keys a skewed batch repeats are stored
+/// before many of their copies queue on their locks.
+const APPLY_FIRST_PART: usize = 1 << 16;
+const APPLY_PART: usize = 1 << 22;
+
+/// Items of the part of an insert-or-apply batch that starts at item `at`
+/// (on a locking scheme): the parts double from [`APPLY_FIRST_PART`].
+fn apply_part(at: usize) -> usize {
+    at.clamp(APPLY_FIRST_PART, APPLY_PART)
+}
+
+/// Flags for [`apply_part`]'s parts of a batch of `n` items on `stream`, when
+/// `mode` is insert-or-apply and the scheme has the lock-free step; `None`
+/// otherwise, or when there is no memory for them (the step is skipped).
+fn apply_flags(kernels: &Kernels, mode: InsertMode, n: usize, stream: &Arc<CudaStream>, device: Device) -> Option<CudaSlice<u8>> {
+    if !matches!(mode, InsertMode::Apply(_)) || kernels.apply_present.is_none() || n == 0 {
+        return None;
+    }
+    let len = APPLY_PART.min(n);
+    crate::fault::alloc_point(len as u64, device).ok()?;
+    // Safety: gh_apply_present writes every flag of a part before gh_insert reads it.
+    unsafe { stream.alloc::<u8>(len) }.ok()
+}
 /// `Meta` block in u64 words (see `kernels/gpuhash.cuh`).
 const META_WORDS: usize = 8;
 const META_STATE: usize = 6;
@@ -364,10 +389,47 @@ impl<K: Key, V: Value> CudaTable<K, V> {
     }
 
     /// One thread per key, each claiming its slot with a CAS in device memory.
+    /// Insert-or-apply on a locking scheme goes through [`Self::insert_applying`].
     fn insert_plain(&mut self, keys: &CudaView<'_, K>, values: &CudaView<'_, V>, mode: InsertMode) -> Result<RawInsert> {
         let kernels = self.kernels.clone(); // not borrowed from `self`, which changes below
+        if let (InsertMode::Apply(_), Some(present)) = (mode, &kernels.apply_present) {
+            if let Some(out) = self.insert_applying(present, &kernels.insert, keys, values, mode)? {
+                return Ok(out);
+            }
+        }
         let launch = self.insert_grid(keys.len() as u64);
-        self.insert_with(&kernels.insert, launch, keys, values, mode)
+        self.insert_with(&kernels.insert, launch, keys, values, mode, None)
+    }
+
+    /// Insert-or-apply on a locking scheme: in parts of growing size (from
+    /// [`APPLY_FIRST_PART`] to [`APPLY_PART`] items), each first reduced
+    /// without locks into the keys stored already (gh_apply_present), then
+    /// the rest inserted under locks. Keys that repeat across a batch are
+    /// stored by its first parts, so the later ones take no lock for them.
+    /// `None` (nothing done) when there is no memory for the part flags.
+    fn insert_applying(
+        &mut self,
+        present: &CudaFunction,
+        insert: &CudaFunction,
+        keys: &CudaView<'_, K>,
+        values: &CudaView<'_, V>,
+        mode: InsertMode,
+    ) -> Result<Option<RawInsert>> {
+        let n = keys.len();
+        let Some(mut todo) = apply_flags(&self.kernels, mode, n, &self.stream, self.device()) else { return Ok(None) };
+        let mut out = RawInsert::default();
+        let mut at = 0usize;
+        while at < n {
+            let end = (at + apply_part(at)).min(n);
+            let (k, v) = (keys.slice(at..end), values.slice(at..end));
+            let launch = self.insert_grid((end - at) as u64);
+            let got = self.insert_with(insert, launch, &k, &v, mode, Some((present, &mut todo)))?;
+            out.inserted += got.inserted;
+            out.existing += got.existing;
+            out.failed.extend(got.failed.into_iter().map(|p| p + at));
+            at = end;
+        }
+        Ok(Some(out))
     }
 
     /// An insert by `kernel`, gh_insert or a kernel of its signature.
@@ -378,6 +440,7 @@ impl<K: Key, V: Value> CudaTable<K, V> {
         keys: &CudaView<'_, K>,
         values: &CudaView<'_, V>,
         mode: InsertMode,
+        present: Option<(&CudaFunction, &mut CudaSlice<u8>)>,
     ) -> Result<RawInsert> {
         let n = keys.len() as u64;
         if n == 0 {
@@ -388,11 +451,25 @@ impl<K: Key, V: Value> CudaTable<K, V> {
         let (m, op) = mode_codes(mode);
         let view = self.view(); // the kernel writes: the table is no longer known EMPTY
         let base = 0u64;
+        // The items gh_apply_present left to the insert (all of them without it).
+        let mut todo_ptr = 0u64;
+        let mut todo_record = None;
+        if let Some((present, todo)) = present {
+            let mut b = self.stream.launch_builder(present);
+            b.arg(&view).arg(keys).arg(values).arg(&n).arg(&op).arg(&mut *todo);
+            // Safety: the arguments match gh_apply_present's signature; `todo`
+            // holds at least n flags.
+            unsafe { b.launch(self.key_grid(n)) }.map_err(|e| self.err(e))?;
+            let (p, record) = todo.device_ptr(&self.stream);
+            (todo_ptr, todo_record) = (p, Some(record));
+        }
         let mut b = self.stream.launch_builder(kernel);
-        b.arg(&view).arg(keys).arg(values).arg(&n).arg(&m).arg(&op).arg(&mut self.failed).arg(&cap).arg(&base);
+        b.arg(&view).arg(keys).arg(values).arg(&n).arg(&m).arg(&op).arg(&mut self.failed).arg(&cap).arg(&base).arg(&todo_ptr);
         // Safety: the arguments match gh_insert's signature (which `kernel`
-        // shares); every pointer is a live allocation of the stated length.
+        // shares); every pointer is a live allocation of the stated length
+        // (`todo_ptr` is null or n flags written above, on this stream).
         unsafe { b.launch(launch) }.map_err(|e| self.err(e))?;
+        drop(todo_record); // records the flags' use by the insert, on this stream
         let meta = self.read_meta()?;
         let (inserted, existing, nfailed) = (meta[0], meta[1], meta[2]);
         let mut failed: Vec<usize> = if nfailed == 0 {

@@ -519,7 +519,7 @@ impl<K: Key, V: Value> CudaTable<K, V> {
         // Safety: arguments match gh_unpack_pairs; the list holds nd words.
         unsafe { b.launch(super::grid(ndeferred, self.sms)) }.map_err(|err| self.err(err))?;
         // A warp per key (gh_insert_wide): these keys' sequences are the table's longest.
-        let rest = self.insert_with(&rk.insert_wide, super::grid(ndeferred * 32, self.sms), &dk.as_view(), &dv.as_view(), mode)?;
+        let rest = self.insert_with(&rk.insert_wide, super::grid(ndeferred * 32, self.sms), &dk.as_view(), &dv.as_view(), mode, None)?;
         out.inserted += rest.inserted;
         out.existing += rest.existing;
         if !rest.failed.is_empty() {

@@ -389,6 +389,10 @@ impl<K: Key, V: Value> CudaTable<K, V> {
             let (ptr, _record) = self.failed.device_ptr(&self.stream);
             ptr
         };
+        // Insert-or-apply on a locking scheme: each part first reduced into
+        // the keys stored already, without locks (see `insert_applying`).
+        let todo = super::apply_flags(&self.kernels, mode, n, &self.stream, Device::Cuda(self.ctx.ordinal()));
+        let todo_ptr = todo.as_ref().map(|t| t.device_ptr(&self.stream).0);
         let this = &*self;
         this.staging.with(&this.stream, |st| {
             st.run(
@@ -397,20 +401,35 @@ impl<K: Key, V: Value> CudaTable<K, V> {
                 &mut |r, buf| fill_pairs(keys, Some(values), r, buf),
                 &mut |r, input, _| {
                     let (off, _) = packed(r.len(), [ks, vs]);
-                    let (k, v) = (input, input + off[1] as u64);
-                    let (len, base) = (r.len() as u64, r.start as u64);
-                    let mut b = this.stream.launch_builder(&this.kernels.insert);
-                    b.arg(&view).arg(&k).arg(&v).arg(&len).arg(&m).arg(&op).arg(&failed).arg(&cap).arg(&base);
-                    // Safety: the arguments match gh_insert's signature: `k` and `v`
-                    // address `len` keys and values in the staging slot, `failed`
-                    // holds `cap` positions.
-                    unsafe { b.launch(this.insert_grid(len)) }.map_err(|e| this.staged_launch_error(e))?;
+                    let (k0, v0) = (input, input + off[1] as u64);
+                    let mut at = 0usize;
+                    while at < r.len() {
+                        let end = if todo_ptr.is_some() { (at + super::apply_part(r.start + at)).min(r.len()) } else { r.len() };
+                        let (k, v) = (k0 + (at * ks) as u64, v0 + (at * vs) as u64);
+                        let (len, base) = ((end - at) as u64, (r.start + at) as u64);
+                        if let (Some(t), Some(present)) = (todo_ptr, &this.kernels.apply_present) {
+                            let mut b = this.stream.launch_builder(present);
+                            b.arg(&view).arg(&k).arg(&v).arg(&len).arg(&op).arg(&t);
+                            // Safety: the arguments match gh_apply_present's signature;
+                            // `t` holds at least `len` flags (parts are at most APPLY_PART).
+                            unsafe { b.launch(this.key_grid(len)) }.map_err(|e| this.staged_launch_error(e))?;
+                        }
+                        let todo = todo_ptr.unwrap_or(0); // null: every item
+                        let mut b = this.stream.launch_builder(&this.kernels.insert);
+                        b.arg(&view).arg(&k).arg(&v).arg(&len).arg(&m).arg(&op).arg(&failed).arg(&cap).arg(&base).arg(&todo);
+                        // Safety: the arguments match gh_insert's signature: `k` and `v`
+                        // address `len` keys and values in the staging slot, `failed`
+                        // holds `cap` positions, `todo` is null or written just above.
+                        unsafe { b.launch(this.insert_grid(len)) }.map_err(|e| this.staged_launch_error(e))?;
+                        at = end;
+                    }
                     Ok(0)
                 },
                 &mut |_, _| {},
             )
         })?;
         let meta = self.read_meta()?;
+        drop(todo); // after the stream passed its last use (read_meta waits)
         let (inserted, existing, nfailed) = (meta[0], meta[1], meta[2]);
         let mut failed: Vec<usize> = if nfailed == 0 {
             Vec::new()

@@ -238,7 +238,8 @@ impl<K: Key, V: Value> CudaTable<K, V> {
         let (m, op) = mode_codes(mode);
         let (cap, base) = (n, 0u64);
         let mut b = stream.launch_builder(&self.kernels.insert);
-        b.arg(&view).arg(keys).arg(values).arg(&n).arg(&m).arg(&op).arg(&mut failed).arg(&cap).arg(&base);
+        let todo = 0u64; // every item (no gh_apply_present step on async calls)
+        b.arg(&view).arg(keys).arg(values).arg(&n).arg(&m).arg(&op).arg(&mut failed).arg(&cap).arg(&base).arg(&todo);
         // Safety: the arguments match gh_insert's signature; `failed` has room
         // for every position.
         unsafe { b.launch(self.insert_grid(n)) }.map_err(e)?;
