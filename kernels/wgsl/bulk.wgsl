@@ -282,7 +282,7 @@ fn settle(@builtin(global_invocation_id) gid: vec3<u32>) {
             if (!own) {
                 state = out[o];
             }
-            if (state == GH_REP_REFUSED) {
+            if (state == GH_REP_REFUSED || state == GH_REP_NO_PATH) {
                 report(params.base + i);
             } else if (params.mode == GH_MODE_APPLY && !(own && (state & GH_REP_NEW) != 0u)) {
                 s = state & GH_REP_SLOT;

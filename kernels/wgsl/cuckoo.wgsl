@@ -39,8 +39,14 @@
 //              apply_paths  the keys holding all their locks move the
 //                           residents (their buckets are theirs alone) and
 //                           let the locks go.
-//            The host repeats rounds while keys lose locks. Keys without
-//            a short path are listed again and placed one at a time by
+//            The host repeats rounds while keys lose locks, then once more
+//            for the keys that found no path (retry_no_path: the table has
+//            changed since). Keys whose walk
+//            of the whole probe limit found no path take a free stash slot
+//            (stash_no_path; the serial phase would walk the same way),
+//            else are refused. Keys still losing locks after the last round
+//            (or with a probe limit past GH_CUCKOO_PARALLEL_MOVES and no
+//            path that short) are listed again and placed one at a time by
 //            evict_serial (one workgroup, its invocations in turn, one key
 //            each per dispatch) as the CPU does: an EMPTY candidate slot,
 //            else an eviction path applied last move first (every key is
@@ -55,12 +61,13 @@
 
 // Scratch words of phase 2 (the dedupe table is done with by then):
 // pending count, serial cursor, "a path moved keys", keys that lost a lock
-// this round, then the list.
+// this round, keys of the window that found no path, then the list.
 const PENDING_COUNT: u32 = 0u;
 const PENDING_CURSOR: u32 = 1u;
 const PENDING_MOVED: u32 = 2u;
 const PENDING_LOST: u32 = 3u;
-const PENDING_LIST: u32 = 4u;
+const PENDING_NONE: u32 = 4u;
+const PENDING_LIST: u32 = 5u;
 
 // Slots of the stash: GH_CUCKOO_STASH_PAIRS, but at most a 32nd of the
 // buckets (src/core/cuckoo.rs stash_buckets).
@@ -444,18 +451,20 @@ fn place(k: vec2<u32>, v: vec2<u32>) -> u32 {
 
 // ------------------------------------------------------- parallel rounds
 
-// A planned path, in the `flags` binding (two words per listed key of the
-// window the host dispatches, entry e at 2e): bits 0-3 the moves L (1 to
-// GH_CUCKOO_PARALLEL_MOVES), 4-5 the candidate of the key the path starts
-// from, 6-7 the EMPTY slot at its end; then four bits per move, from bit 8
-// of the first word on into the second: the slot whose resident moves (two
-// bits) and which of its candidates it moves to (two bits). Buckets follow
-// from the keys, so a path fits two words (src/backend/wgpu/cuckoo.rs checks
-// that slots and candidates fit two bits). Other states of the first word,
-// which no path has (its bits 4-5 would name a fourth candidate):
+// A planned path, in the `flags` binding (GH_CUCKOO_PATH_WORDS words per
+// listed key of the window the host dispatches, entry e from word
+// GH_CUCKOO_PATH_WORDS * e): bits 0-4 the moves L (1 to
+// GH_CUCKOO_PARALLEL_MOVES), 5-6 the candidate of the key the path starts
+// from, 7-8 the EMPTY slot at its end; then four bits per move, five from
+// bit 9 of the first word on, eight in each later word: the slot whose
+// resident moves (two bits) and which of its candidates it moves to (two
+// bits). Buckets follow from the keys, so a path fits three words
+// (src/backend/wgpu/cuckoo.rs checks that slots and candidates fit two
+// bits). Other states of the first word, which no path has (its bits 5-6
+// would name a fourth candidate):
 const PATH_TODO: u32 = 0u;           // not planned yet (L is never 0)
 const PATH_LOST: u32 = 0xfffffffeu;  // met a held lock: the next round plans again
-const PATH_NONE: u32 = 0xffffffffu;  // no short path: left to evict_serial
+const PATH_NONE: u32 = 0xffffffffu;  // no short path
 const PATH_DONE: u32 = 0xfffffffdu;  // placed
 
 // Index in `occupied` of the word holding bucket 0's lock bit.
@@ -483,24 +492,27 @@ fn choice_of(z: vec2<u32>, c: u32) -> u32 {
     return 0u;
 }
 
-// Four bits of move `m` of path `w`.
-fn path_move(w: vec2<u32>, m: u32) -> u32 {
-    if (m < 6u) {
-        return (w.x >> (8u + 4u * m)) & 15u;
+// Four bits of move `m` of the path of window entry `e`.
+fn path_move(e: u32, m: u32) -> u32 {
+    let at = GH_CUCKOO_PATH_WORDS * e;
+    if (m < 5u) {
+        return (flags[at] >> (9u + 4u * m)) & 15u;
     }
-    return (w.y >> (4u * (m - 6u))) & 15u;
+    let q = m - 5u;
+    return (flags[at + 1u + q / 8u] >> (4u * (q % 8u))) & 15u;
 }
 
-// The buckets of path `w` for key `k` (the L + 1 buckets) and the slots
-// whose residents move, read from the residents in place: call before any
-// move of the path.
-fn path_buckets(k: vec2<u32>, w: vec2<u32>) -> Path {
+// The buckets of the path of window entry `e`, for key `k` (the L + 1
+// buckets), and the slots whose residents move, read from the residents in
+// place: call before any move of the path.
+fn path_buckets(k: vec2<u32>, e: u32) -> Path {
+    let w = flags[GH_CUCKOO_PATH_WORDS * e];
     var p: Path;
-    p.n = w.x & 15u;
-    p.empty = (w.x >> 6u) & 3u;
-    p.pb[0] = candidate(k, (w.x >> 4u) & 3u);
+    p.n = w & 31u;
+    p.empty = (w >> 7u) & 3u;
+    p.pb[0] = candidate(k, (w >> 5u) & 3u);
     for (var m = 0u; m < p.n; m += 1u) {
-        let f = path_move(w, m);
+        let f = path_move(e, m);
         p.ps[m] = f & 3u;
         p.pb[m + 1u] = candidate(slot_key(p.pb[m] * GH_SLOTS_PER_BUCKET + p.ps[m]), f >> 2u);
     }
@@ -511,11 +523,14 @@ fn path_buckets(k: vec2<u32>, w: vec2<u32>) -> Path {
 // params.n) still to be placed: a path of at most GH_CUCKOO_PARALLEL_MOVES
 // moves, all its buckets locked, written to flags; PATH_LOST (counted in
 // scratch[PENDING_LOST]) if a lock was held, PATH_NONE if there is no path.
-// Reads slots only.
+// A key that walked the whole probe limit without a path is marked
+// GH_REP_NO_PATH: the serial phase would only walk the same way again, so
+// it is left a stash slot (stash_no_path). Reads slots only.
 @compute @workgroup_size(256)
 fn plan_paths(@builtin(global_invocation_id) gid: vec3<u32>) {
     for (var e = gid.x; e < params.n; e += params.stride) {
-        let state = flags[2u * e];
+        let at = GH_CUCKOO_PATH_WORDS * e;
+        let state = flags[at];
         if (state != PATH_TODO && state != PATH_LOST) {
             continue;
         }
@@ -527,7 +542,11 @@ fn plan_paths(@builtin(global_invocation_id) gid: vec3<u32>) {
         }
         let p = walk(k, xc, min(params.limit, GH_CUCKOO_PARALLEL_MOVES));
         if (p.empty == GH_NONE) {
-            flags[2u * e] = PATH_NONE;
+            flags[at] = PATH_NONE;
+            atomicAdd(&scratch[PENDING_NONE], 1u);
+            if (params.limit <= GH_CUCKOO_PARALLEL_MOVES) {
+                out[i] = GH_REP_NO_PATH;
+            }
             continue;
         }
         var held = 0u;
@@ -538,22 +557,25 @@ fn plan_paths(@builtin(global_invocation_id) gid: vec3<u32>) {
             for (var j = 0u; j < held; j += 1u) {
                 unlock(p.pb[j]);
             }
-            flags[2u * e] = PATH_LOST;
+            flags[at] = PATH_LOST;
             atomicAdd(&scratch[PENDING_LOST], 1u);
             continue;
         }
-        var w = vec2<u32>(p.n | (choice_of(k, p.pb[0]) << 4u) | (p.empty << 6u), 0u);
+        var w = vec3<u32>(p.n | (choice_of(k, p.pb[0]) << 5u) | (p.empty << 7u), 0u, 0u);
         for (var m = 0u; m < p.n; m += 1u) {
             let z = slot_key(p.pb[m] * GH_SLOTS_PER_BUCKET + p.ps[m]);
             let f = p.ps[m] | (choice_of(z, p.pb[m + 1u]) << 2u);
-            if (m < 6u) {
-                w.x |= f << (8u + 4u * m);
+            if (m < 5u) {
+                w.x |= f << (9u + 4u * m);
+            } else if (m < 13u) {
+                w.y |= f << (4u * (m - 5u));
             } else {
-                w.y |= f << (4u * (m - 6u));
+                w.z |= f << (4u * (m - 13u));
             }
         }
-        flags[2u * e] = w.x;
-        flags[2u * e + 1u] = w.y;
+        flags[at] = w.x;
+        flags[at + 1u] = w.y;
+        flags[at + 2u] = w.z;
     }
 }
 
@@ -569,13 +591,13 @@ fn apply_paths(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(local_inv
         if (e >= params.n) {
             continue;
         }
-        let state = flags[2u * e];
+        let state = flags[GH_CUCKOO_PATH_WORDS * e];
         if (state == PATH_TODO || state >= PATH_DONE) {
             continue;
         }
         let i = atomicLoad(&scratch[PENDING_LIST + params.base + e]);
         let k = item_key(i);
-        let p = path_buckets(k, vec2<u32>(state, flags[2u * e + 1u]));
+        let p = path_buckets(k, e);
         var dst = p.empty;
         for (var m = p.n; m > 0u; m -= 1u) {
             let src = p.pb[m - 1u] * GH_SLOTS_PER_BUCKET + p.ps[m - 1u];
@@ -591,8 +613,62 @@ fn apply_paths(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(local_inv
         for (var m = 0u; m <= p.n; m += 1u) {
             unlock(p.pb[m]);
         }
-        flags[2u * e] = PATH_DONE;
+        flags[GH_CUCKOO_PATH_WORDS * e] = PATH_DONE;
         atomicStore(&scratch[PENDING_MOVED], 1u);
+    }
+    add_count(placed, lid);
+}
+
+// Once a window's rounds are done, its keys that found no path walk again
+// in further rounds (the table changed since, as the serial phase would
+// find it): PATH_NONE back to PATH_TODO, GH_REP_NO_PATH back to
+// GH_REP_REFUSED.
+@compute @workgroup_size(256)
+fn retry_no_path(@builtin(global_invocation_id) gid: vec3<u32>) {
+    for (var e = gid.x; e < params.n; e += params.stride) {
+        let at = GH_CUCKOO_PATH_WORDS * e;
+        if (flags[at] == PATH_NONE) {
+            flags[at] = PATH_TODO;
+            let i = atomicLoad(&scratch[PENDING_LIST + params.base + e]);
+            if (out[i] == GH_REP_NO_PATH) {
+                out[i] = GH_REP_REFUSED;
+            }
+        }
+    }
+}
+
+// After every window's rounds: each representative marked GH_REP_NO_PATH
+// takes a free stash slot (claimed by its mask bit), as the serial phase
+// would after the same walk; the rest stay refused. counters[0] += keys
+// placed.
+@compute @workgroup_size(256)
+fn stash_no_path(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    var placed = 0u;
+    let total = rounds();
+    let first = stash_first();
+    let every = select((1u << stash_slots()) - 1u, 0xffffffffu, stash_slots() >= 32u);
+    for (var r = 0u; r < total; r += 1u) {
+        let i = gid.x + r * params.stride;
+        if (i >= params.n || out[i] != GH_REP_NO_PATH) {
+            continue;
+        }
+        var mask = atomicLoad(&occupied[mask_word()]);
+        // Each try that fails sees one more bit set: at most stash_slots() tries.
+        loop {
+            let free = ~mask & every;
+            if (free == 0u) {
+                break;
+            }
+            let bit = 1u << firstTrailingBit(free);
+            mask = atomicOr(&occupied[mask_word()], bit);
+            if ((mask & bit) == 0u) {
+                let s = first + firstTrailingBit(bit);
+                fill(s, item_key(i), item_value(i));
+                out[i] = GH_REP_BIT | GH_REP_NEW | s;
+                placed += 1u;
+                break;
+            }
+        }
     }
     add_count(placed, lid);
 }
@@ -647,7 +723,7 @@ fn relocate(@builtin(global_invocation_id) gid: vec3<u32>) {
     }
     for (var i = gid.x; i < params.n; i += params.stride) {
         let o = out[i];
-        if ((o & GH_REP_BIT) == 0u || o == GH_REP_REFUSED || o == GH_SPECIAL_ITEM) {
+        if ((o & GH_REP_BIT) == 0u || o == GH_REP_REFUSED || o == GH_REP_NO_PATH || o == GH_SPECIAL_ITEM) {
             continue;
         }
         let s = find_slot(item_key(i));

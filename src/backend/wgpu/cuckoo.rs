@@ -19,24 +19,40 @@ use crate::Result;
 const SERIAL_KEYS: u32 = super::gpu::WORKGROUP;
 
 /// Scratch words the placement phase uses before its list of keys (count,
-/// cursor, moved flag, keys that lost a lock): `kernels/wgsl/cuckoo.wgsl`
-/// PENDING_LIST.
-pub(super) const SCRATCH_HEADER: usize = 4;
+/// cursor, moved flag, keys that lost a lock, keys without a path):
+/// `kernels/wgsl/cuckoo.wgsl` PENDING_LIST.
+pub(super) const SCRATCH_HEADER: usize = 5;
 const PENDING_COUNT: u64 = 0;
 const PENDING_LOST: u64 = 3;
+const PENDING_NONE: u64 = 4;
 
-/// Moves a path planned in a parallel round has at most: two words of
-/// four bits a move (`kernels/wgsl/cuckoo.wgsl` path_move). Longer paths
+/// Moves a path planned in a parallel round has at most: three words, four
+/// bits a move (`kernels/wgsl/cuckoo.wgsl` path_move), past the default
+/// probe limit ([`crate::core::cuckoo::DEFAULT_EVICTIONS`]), so that a key
+/// whose parallel walks found no path goes to the stash without walking
+/// again one key at a time. Paths longer than this (a larger probe limit)
 /// are the serial phase's.
-const PARALLEL_MOVES: u64 = 14;
+const PARALLEL_MOVES: u64 = 21;
+
+/// Words of a planned path.
+const PATH_WORDS: u64 = 3;
+
+const _: () = assert!(crate::core::cuckoo::DEFAULT_EVICTIONS <= PARALLEL_MOVES && PARALLEL_MOVES == 5 + 8 * (PATH_WORDS - 1));
 
 /// Listed keys one run of parallel rounds plans at once: their path words
-/// (two each) are a work buffer taken before an insert changes anything.
-const WINDOW: usize = 1 << 20;
+/// (three each) are a work buffer taken before an insert changes anything.
+/// Large, so that the pending keys of a chunk rarely take two windows, each
+/// with its own rounds.
+const WINDOW: usize = 1 << 22;
 
 /// Parallel rounds of one window at most; keys still losing locks after
 /// them are the serial phase's.
 const MAX_ROUNDS: usize = 32;
+
+/// Parallel rounds recorded per read-back of the keys that lost a lock:
+/// most windows are done in 5 to 8 rounds, and a round with nothing left
+/// to place only scans the window's path words.
+const ROUNDS_PER_READ: usize = 3;
 
 // One mask word holds the stash; a path move names a slot of its bucket
 // and a candidate in two bits each.
@@ -52,6 +68,7 @@ pub(super) fn wgsl_constants(slot_bytes: usize) -> String {
     def("GH_CUCKOO_MAX_EVICTIONS", MAX_EVICTIONS);
     def("GH_CUCKOO_SERIAL_KEYS", SERIAL_KEYS as u64);
     def("GH_CUCKOO_PARALLEL_MOVES", PARALLEL_MOVES);
+    def("GH_CUCKOO_PATH_WORDS", PATH_WORDS);
     let mut split = |name: &str, x: u64| {
         def(&format!("{name}_LO"), x);
         def(&format!("{name}_HI"), x >> 32);
@@ -82,23 +99,30 @@ pub(super) struct Placement<'a> {
 
 /// Bytes of the path words of a chunk of `n` items.
 pub(super) fn path_bytes(n: usize) -> u64 {
-    n.min(WINDOW) as u64 * 8
+    n.min(WINDOW) as u64 * PATH_WORDS * 4
 }
 
 /// Scratch word `at`, read back after the work recorded so far.
 async fn read_word(w: &mut Work<'_>, b: &Placement<'_>, at: u64) -> Result<u32> {
-    w.copy_range(b.scratch, at * 4, b.staging, 0, 4);
-    Ok(w.flush_and_read(b.staging, 1).await?[0])
+    Ok(read_words(w, b, at, 1).await?[0])
+}
+
+/// `n` scratch words from `at` on, read back after the work recorded so far.
+async fn read_words(w: &mut Work<'_>, b: &Placement<'_>, at: u64, n: usize) -> Result<Vec<u32>> {
+    w.copy_range(b.scratch, at * 4, b.staging, 0, n as u64 * 4);
+    w.flush_and_read(b.staging, n).await
 }
 
 /// Records and runs the second phase of an insert chunk, after the first
 /// (`claim_reps`, or `dedupe_pending` where keys are claimed directly):
 /// the representatives left without a slot are listed (the host reads how
-/// many; returns whether there were any), placed by parallel rounds of short
+/// many; returns whether there were any) and placed by parallel rounds of
 /// eviction paths under bucket locks, window by window, while keys lose
-/// locks; the rest are listed again and placed one at a time
-/// ([`SERIAL_KEYS`] per dispatch), and every representative's slot is
-/// looked up again if a path moved keys.
+/// locks (a few rounds per read-back), then once more for the keys that
+/// found no path. Keys with still no path within the probe limit take
+/// free stash slots or are refused; keys still losing locks are listed
+/// again and placed one at a time ([`SERIAL_KEYS`] per dispatch). Every
+/// representative's slot is looked up again if a path moved keys.
 pub(super) async fn place_pending(w: &mut Work<'_>, bufs: &Placement<'_>, p: Params, b: &Bindings<'_>) -> Result<bool> {
     w.clear_range(bufs.scratch, SCRATCH_HEADER as u64 * 4);
     w.dispatch(Kernel::CollectPending, p, b).await?;
@@ -109,17 +133,34 @@ pub(super) async fn place_pending(w: &mut Work<'_>, bufs: &Placement<'_>, p: Par
     let planned = Bindings { flags: Some(Range::all(bufs.paths)), ..*b };
     for start in (0..pending).step_by(WINDOW) {
         let n = (pending - start).min(WINDOW);
-        w.clear_range(bufs.paths, n as u64 * 8);
+        w.clear_range(bufs.paths, path_bytes(n));
         let q = Params { n: n as u32, base: start as u32, ..p };
-        for _ in 0..MAX_ROUNDS {
-            w.clear_at(bufs.scratch, PENDING_LOST * 4, 4);
-            w.dispatch(Kernel::PlanPaths, q, &planned).await?;
-            w.dispatch(Kernel::ApplyPaths, q, &planned).await?;
-            if read_word(w, bufs, PENDING_LOST).await? == 0 {
+        w.clear_at(bufs.scratch, PENDING_NONE * 4, 4);
+        let mut retried = false;
+        loop {
+            let mut left = vec![0, 0];
+            for _ in 0..MAX_ROUNDS.div_ceil(ROUNDS_PER_READ) {
+                for _ in 0..ROUNDS_PER_READ {
+                    w.clear_at(bufs.scratch, PENDING_LOST * 4, 4);
+                    w.dispatch(Kernel::PlanPaths, q, &planned).await?;
+                    w.dispatch(Kernel::ApplyPaths, q, &planned).await?;
+                }
+                // The last round's count (none lost: none left to plan), and the keys without a path.
+                left = read_words(w, bufs, PENDING_LOST, 2).await?;
+                if left[0] == 0 {
+                    break;
+                }
+            }
+            if retried || left[1] == 0 {
                 break;
             }
+            // Keys without a path walk once more, the others placed.
+            retried = true;
+            w.clear_at(bufs.scratch, PENDING_NONE * 4, 4);
+            w.dispatch(Kernel::RetryNoPath, q, &planned).await?;
         }
     }
+    w.dispatch(Kernel::StashNoPath, p, b).await?;
     // Count and cursor start again; the moved flag stays.
     w.clear_range(bufs.scratch, 8);
     w.dispatch(Kernel::CollectPending, p, b).await?;

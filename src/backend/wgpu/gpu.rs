@@ -185,6 +185,7 @@ pub fn shader_source(v: Variant) -> String {
     def("GH_REP_SLOT", (1 << 30) - 1);
     def("GH_REP_PENDING", (1 << 31) | ((1 << 30) - 1));
     def("GH_REP_REFUSED", (1 << 31) | ((1 << 30) - 2));
+    def("GH_REP_NO_PATH", (1 << 31) | ((1 << 30) - 3));
     def("GH_DEFERRED", DEFERRED as u64);
     // The cuckoo scheme defers keys with every candidate full to its phase 2.
     let defers = !slab_list::later_passes(v.scheme, Kernel::InsertDirect).is_empty() || v.scheme == Scheme::Cuckoo;
@@ -256,6 +257,8 @@ pub(crate) enum Kernel {
     CollectPending,
     PlanPaths,
     ApplyPaths,
+    RetryNoPath,
+    StashNoPath,
     EvictSerial,
     Relocate,
     EraseFree,
@@ -289,20 +292,24 @@ impl Kernel {
         }
     }
 
-    const CUCKOO: [Kernel; 18] = Kernel::bulk_then(&[
+    const CUCKOO: [Kernel; 20] = Kernel::bulk_then(&[
         Kernel::DedupePending,
         Kernel::CollectPending,
         Kernel::PlanPaths,
         Kernel::ApplyPaths,
+        Kernel::RetryNoPath,
+        Kernel::StashNoPath,
         Kernel::EvictSerial,
         Kernel::Relocate,
         Kernel::EraseFree,
     ]);
-    const CUCKOO_WIDE: [Kernel; 19] = Kernel::bulk_then(&[
+    const CUCKOO_WIDE: [Kernel; 21] = Kernel::bulk_then(&[
         Kernel::DedupePending,
         Kernel::CollectPending,
         Kernel::PlanPaths,
         Kernel::ApplyPaths,
+        Kernel::RetryNoPath,
+        Kernel::StashNoPath,
         Kernel::EvictSerial,
         Kernel::Relocate,
         Kernel::EraseFree,
@@ -345,6 +352,8 @@ impl Kernel {
             Kernel::CollectPending => "collect_pending",
             Kernel::PlanPaths => "plan_paths",
             Kernel::ApplyPaths => "apply_paths",
+            Kernel::RetryNoPath => "retry_no_path",
+            Kernel::StashNoPath => "stash_no_path",
             Kernel::EvictSerial => "evict_serial",
             Kernel::Relocate => "relocate",
             Kernel::EraseFree => "erase_free",

@@ -618,9 +618,9 @@ fn dedupe_entries(n: usize) -> usize {
 }
 
 /// Slots a table whose inserts go through representatives may have: a
-/// representative's state keeps its slot in 30 bits (`GH_REP_SLOT`), two
+/// representative's state keeps its slot in 30 bits (`GH_REP_SLOT`), three
 /// values of which are markers.
-const REP_SLOTS: u64 = (1 << 30) - 2;
+const REP_SLOTS: u64 = (1 << 30) - 3;
 
 /// Words of `items` (keys or values), in the shaders' layout.
 fn words_of<T: bytemuck::Pod>(items: &[T]) -> &[u32] {
