@@ -50,20 +50,6 @@ __device__ __forceinline__ void note_failed(const View& t, u32* failed, u64 cap,
     if (at < cap) failed[at] = (u32)pos;
 }
 
-// Two values of equal keys as one (insert-or-apply's `op`).
-template <typename T> __device__ __forceinline__ T combine(T a, T b, u32 op) {
-    // Integers wrap like the atomics they stand in for.
-    if (op == gh::REDUCE_SUM) return (T)((u64)a + (u64)b);
-    if (op == gh::REDUCE_MIN) return b < a ? b : a;
-    return a < b ? b : a;
-}
-template <> __device__ __forceinline__ float combine<float>(float a, float b, u32 op) {
-    return op == gh::REDUCE_SUM ? a + b : op == gh::REDUCE_MIN ? fminf(a, b) : fmaxf(a, b);
-}
-template <> __device__ __forceinline__ double combine<double>(double a, double b, u32 op) {
-    return op == gh::REDUCE_SUM ? a + b : op == gh::REDUCE_MIN ? fmin(a, b) : fmax(a, b);
-}
-
 #if GH_SCHEME == GH_SCHEME_HASHINATOR
 // Hashinator: a team of t.param lanes per key (kernels/schemes/hashinator.cuh);
 // the host launches keys * team threads. Team k serves keys k, k + teams, ...
@@ -151,6 +137,19 @@ extern "C" __global__ void gh_insert(View t, const K* keys, const V* values, u64
 // group of equal keys inserts for the group (for insert-or-apply, the
 // group's values reduced first) and the others take its outcome. A key
 // repeated throughout a batch then costs one locked insert per warp.
+template <typename T> __device__ __forceinline__ T combine(T a, T b, u32 op) {
+    // Integers wrap like the atomics they stand in for.
+    if (op == gh::REDUCE_SUM) return (T)((u64)a + (u64)b);
+    if (op == gh::REDUCE_MIN) return b < a ? b : a;
+    return a < b ? b : a;
+}
+template <> __device__ __forceinline__ float combine<float>(float a, float b, u32 op) {
+    return op == gh::REDUCE_SUM ? a + b : op == gh::REDUCE_MIN ? fminf(a, b) : fmaxf(a, b);
+}
+template <> __device__ __forceinline__ double combine<double>(double a, double b, u32 op) {
+    return op == gh::REDUCE_SUM ? a + b : op == gh::REDUCE_MIN ? fmin(a, b) : fmax(a, b);
+}
+
 extern "C" __global__ void gh_insert(View t, const K* keys, const V* values, u64 n, u32 mode, u32 op,
                                      u32* failed, u64 failed_cap, u64 base, const unsigned char* todo) {
     const u32 lane = threadIdx.x & 31;
@@ -932,20 +931,8 @@ extern "C" __global__ void __launch_bounds__(GH_PART_THREADS, 3)
                 if (kk[s] == W::EMPTY_KEY) open = s;
             }
             if (hit >= 0) {
-                // The lanes here with this key update its slot once: a key
-                // repeated throughout a bin (a skewed batch's hot key) would
-                // queue every copy on one shared-memory word.
-                const u32 peers = __match_any_sync(__activemask(), k);
-                V value = gh::from_bits<V>(W::value(desired));
-                if (mode == gh::MODE_APPLY) {
-                    const V mine = value;  // shuffled as read, not as combined so far
-                    for (u32 rest = peers & (peers - 1); rest; rest &= rest - 1)
-                        value = combine(value, __shfl_sync(peers, mine, __ffs(rest) - 1), op);
-                }
-                if ((threadIdx.x & 31) == (u32)(__ffs(peers) - 1)) {
-                    t.update_value(&bucket[hit], value, mode, op);
-                    ex += __popc(peers);
-                }
+                t.update_value(&bucket[hit], gh::from_bits<V>(W::value(desired)), mode, op);
+                ++ex;
                 placing = false;
             } else if (open < 0) {
                 ++b;  // full: the next bucket
