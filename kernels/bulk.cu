@@ -342,7 +342,7 @@ extern "C" __global__ void gh_displacement(View t, u64 slots) {
     block_add(&t.meta->counters[3], tomb);
 }
 
-#if GH_SCHEME == GH_SCHEME_LINEAR
+#if GH_SCHEME == GH_SCHEME_LINEAR || GH_SCHEME == GH_SCHEME_TWO_LEVEL
 // ---- region build -------------------------------------------------------------
 // A large batch is inserted region by region: a region is REGION_BUCKETS
 // consecutive buckets (64 KiB), the most one block holds in shared memory at
@@ -388,7 +388,16 @@ constexpr u32 PART_ITEMS = View::WORD_BYTES == 8 ? 8 : 4;
 constexpr u32 PART_TILE = GH_PART_THREADS * PART_ITEMS;
 constexpr u32 PART_IN_BYTES = PART_TILE * View::WORD_BYTES;  // holds a tile of keys and values too
 
-__device__ __forceinline__ u32 region_of(const View& t, u64 k) { return (u32)(t.home(k) >> REGION_LOG2); }
+// The build region of a key: that of its home bucket (linear), or that of
+// its two-level region, BUILD_BUCKETS / GH_CUCKOO_REGION_BUCKETS of which
+// make a build region.
+__device__ __forceinline__ u32 region_of(const View& t, u64 k) {
+#if GH_SCHEME == GH_SCHEME_LINEAR
+    return (u32)(t.home(k) >> REGION_LOG2);
+#else
+    return (u32)(gh::two_level::Regions<K, V>(t).region(k) / (BUILD_BUCKETS / GH_CUCKOO_REGION_BUCKETS));
+#endif
+}
 
 // One element (4, 8 or 16 bytes, aligned to its size) from global to shared
 // memory without passing through registers (cp.async), so loads stream while
@@ -738,6 +747,7 @@ __device__ __forceinline__ void for_bin(const View::raw* words, u32 begin, u32 e
     }
 }
 
+#if GH_SCHEME == GH_SCHEME_LINEAR
 // Step 1: the keys of the bin per home bucket, in cnt (zeroed by the
 // caller); false if a bucket has too many.
 __device__ __forceinline__ bool count_bin(const View& t, u32* cnt, u64 first, const View::raw* words, u32 begin,
@@ -1043,6 +1053,255 @@ __device__ int insert_by_warp(const View& t, u64 k, V value, u32 mode, u32 op, u
     return gh::FAILED;
 }
 
+#else  // GH_SCHEME == GH_SCHEME_TWO_LEVEL
+// ---- two-level region build ---------------------------------------------------
+// A build block holds TL_SUBS consecutive two-level regions (64 KiB; a key's
+// candidates all lie in its own region, gh::two_level), so the partition
+// above serves unchanged with region_of = the key's region / TL_SUBS. The
+// block loads its regions, places its bin with shared-memory atomics and
+// writes the regions back coalesced; no lock and no random access to device
+// memory. Placement is the plain scheme's: any slot of a key's candidates
+// under its region's current seed, so lookups, erases and later inserts find
+// the keys as usual.
+//   1. Every thread takes keys of the bin: a key already among its
+//      candidates is updated; else it claims the first EMPTY slot, in
+//      candidate order, with a CAS. Slots only fill in this step, so copies
+//      of a key meet in one slot (a copy that finds the slot taken reads the
+//      bucket again), and a key whose candidates are all full has all its
+//      copies here too: those wait in a per-region list.
+//   2. One warp per region places its list, one key at a time: a copy
+//      placed meanwhile is updated, else a breadth-first search over
+//      eviction paths (every lane checks one path of the current length,
+//      up to TL_LEVELS moves) moves the residents of the shortest path, last
+//      move first, and stores the key where the first resident was.
+// Keys without a path (and lists longer than shared memory holds) are
+// deferred to the plain kernel, which walks further or rebuilds the region
+// with a new seed under its lock, and refuses exactly what it cannot place.
+constexpr u32 TL_RB = GH_CUCKOO_REGION_BUCKETS;
+constexpr u32 TL_SUBS = BUILD_BUCKETS / TL_RB;
+static_assert(TL_SUBS * TL_RB == BUILD_BUCKETS, "two-level regions tile a build region");
+constexpr int TL_D = gh::cuckoo::Choices<K, V>::D;
+constexpr int TL_S = View::SLOTS;
+// Waiting keys per region held in shared memory (8 KiB in all).
+constexpr u32 TL_PEND = 8192 / View::WORD_BYTES / TL_SUBS;
+// Moves of the longest eviction path searched, and paths per length: the
+// first move picks one of the key's D * S residents and one of its D - 1
+// other candidates, each later one a resident (S) and a candidate (D - 1).
+constexpr u32 TL_LEVELS = 4;
+constexpr u32 TL_FIRST = TL_D * TL_S * (TL_D - 1);
+constexpr u32 TL_NEXT = TL_S * (TL_D - 1);
+
+// Candidate j of k in region `sub` of the block (bucket in shared memory):
+// Space::cand of the region's current seed.
+__device__ __forceinline__ u32 tl_cand(u64 k, u64 seed, u32 sub, int j) {
+    return sub * TL_RB + (u32)__umul64hi(gh::mix64(k, seed ^ gh::cuckoo::salt(j)), TL_RB);
+}
+
+// The key of a shared-memory slot, read past any value a CAS of another
+// thread may be writing (volatile: slots change under the reader).
+__device__ __forceinline__ u64 tl_key(const View::raw* slot) {
+    const u64 w = *(const volatile u64*)slot;  // a whole 8-byte slot, or a Pair16's key word
+    return View::WORD_BYTES == 8 ? w & 0xffffffffull : w;
+}
+
+// Eviction path number `node` of `moves` moves for the key with candidates
+// xc: whether it is valid (distinct buckets, each resident moving to one of
+// its own other candidates, an EMPTY slot at its end); with `word`, applies
+// it and stores the pair. Only the calling warp touches the region.
+__device__ bool tl_path(View::raw* region, const u32* xc, u64 seed, u32 sub, u32 node, u32 moves,
+                        const View::raw* word) {
+    typedef View::W W;
+    u32 bucket[TL_LEVELS + 1];
+    unsigned char slot[TL_LEVELS];
+    u32 d = node % TL_FIRST;
+    node /= TL_FIRST;
+    u32 b = xc[d / TL_NEXT];
+    d %= TL_NEXT;
+    for (u32 l = 0; l < moves; ++l) {
+        if (l > 0) {
+            d = node % TL_NEXT;
+            node /= TL_NEXT;
+        }
+        const u32 s = d / (TL_D - 1), a = d % (TL_D - 1);
+        const u64 z = tl_key(region + b * TL_S + s);
+        if (z == W::EMPTY_KEY) return false;
+        // The a-th candidate of z other than b.
+        u32 next = ~0u, seen = 0;
+        for (int j = 0; j < TL_D; ++j) {
+            const u32 c = tl_cand(z, seed, sub, j);
+            if (c != b && seen++ == a) { next = c; break; }
+        }
+        if (next == ~0u) return false;
+        for (u32 i = 0; i < l; ++i)
+            if (bucket[i] == next) return false;  // a path visits a bucket once
+        bucket[l] = b;
+        slot[l] = (unsigned char)s;
+        b = next;
+    }
+    int empty = -1;
+    for (int s = TL_S - 1; s >= 0; --s)
+        if (tl_key(region + b * TL_S + s) == W::EMPTY_KEY) empty = s;
+    if (empty < 0) return false;
+    if (word) {
+        u32 dst = b * TL_S + (u32)empty;
+        for (int l = (int)moves - 1; l >= 0; --l) {
+            const u32 src = bucket[l] * TL_S + slot[l];
+            region[dst] = region[src];
+            dst = src;
+        }
+        region[dst] = *word;
+    }
+    return true;
+}
+
+// Step 2 for one waiting pair, by the whole warp: EXISTING (a copy was
+// placed meanwhile: updated), INSERTED, or FAILED (no path within TL_LEVELS).
+__device__ int tl_place_by_warp(const View& t, View::raw* region, const View::raw& w, u32 sub, u64 seed, u32 lane,
+                                u32 mode, u32 op) {
+    typedef View::W W;
+    const u64 k = W::key(w);
+    u32 xc[TL_D];
+#pragma unroll
+    for (int j = 0; j < TL_D; ++j) xc[j] = tl_cand(k, seed, sub, j);
+    u32 at = 0;
+    bool mine = false;
+    if (lane < (u32)(TL_D * TL_S)) {
+        at = xc[lane / TL_S] * TL_S + lane % TL_S;
+        mine = tl_key(region + at) == k;
+    }
+    const u32 hit = __ballot_sync(0xffffffffu, mine);
+    if (hit) {
+        if (lane == (u32)__ffs(hit) - 1) t.update_value(&region[at], gh::from_bits<V>(W::value(w)), mode, op);
+        __syncwarp();
+        return gh::EXISTING;
+    }
+    u32 paths = TL_FIRST;
+    for (u32 moves = 1; moves <= TL_LEVELS; ++moves, paths *= TL_NEXT) {
+        for (u32 base = 0; base < paths; base += 32) {
+            const bool ok = base + lane < paths && tl_path(region, xc, seed, sub, base + lane, moves, nullptr);
+            const u32 found = __ballot_sync(0xffffffffu, ok);
+            if (found) {
+                if (lane == (u32)__ffs(found) - 1) tl_path(region, xc, seed, sub, base + lane, moves, &w);
+                __syncwarp();
+                return gh::INSERTED;
+            }
+        }
+    }
+    return gh::FAILED;
+}
+
+// One block per build region r (two-level regions r * TL_SUBS ..): its
+// pairs are words[offsets[r] .. offsets[r + 1]). Pairs placed nowhere go to
+// `deferred` (counters[2] counts them). The spill arguments and try_count
+// are the linear build's (unused here); `fresh` is 1 where the host knows
+// every slot is EMPTY: the table is not read.
+extern "C" __global__ void __launch_bounds__(GH_PART_THREADS, 3)
+    gh_region_build(View t, const u32* offsets, const View::raw* words, View::raw* spills, u32* spill_count,
+                    View::raw* deferred, u32 mode, u32 op, u32 try_count, u32 fresh) {
+    typedef View::raw raw;
+    typedef View::W W;
+    extern __shared__ __align__(16) unsigned char smem[];
+    raw* region = (raw*)smem;
+    raw* pend = region + BUILD_BUCKETS * TL_S;
+    __shared__ u32 npend[TL_SUBS];
+    __shared__ u64 seeds[TL_SUBS];
+    const gh::two_level::Regions<K, V> g(t);
+    const u64 r = blockIdx.x, sub0 = r * TL_SUBS;
+    const u32 subs = (u32)min((u64)TL_SUBS, g.count - sub0);
+    const u64 first = sub0 * TL_RB;
+    const u32 nb = subs * TL_RB;
+    ulonglong2* global16 = (ulonglong2*)(t.slots + first * TL_S);
+    ulonglong2* shared16 = (ulonglong2*)region;
+    const u32 words16 = nb * (GH_BUCKET_BYTES / 16);
+    const ulonglong2 all_ones = make_ulonglong2(~0ull, ~0ull);  // EMPTY slots
+    for (u32 j = threadIdx.x; j < words16; j += blockDim.x) {
+        if (fresh) shared16[j] = all_ones;
+        else copy_async<16>(shared16 + j, global16 + j);
+    }
+    if (threadIdx.x < subs) {
+        npend[threadIdx.x] = 0;
+        seeds[threadIdx.x] = g.current(sub0 + threadIdx.x).seed;
+    }
+    copy_async_wait();
+    __syncthreads();
+
+    // 1. Present keys updated, free candidate slots claimed in order.
+    u64 ins = 0, ex = 0;
+    const u32 begin = offsets[r], end = offsets[r + 1];
+    for_bin(words, begin, end, [&](const raw& w) {
+        const u64 k = W::key(w);
+        const u32 sub = (u32)(g.region(k) - sub0);
+        const u64 seed = seeds[sub];
+        u32 xc[TL_D];
+#pragma unroll
+        for (int j = 0; j < TL_D; ++j) xc[j] = tl_cand(k, seed, sub, j);
+        const V value = gh::from_bits<V>(W::value(w));
+        // The key anywhere among its candidates (a table built earlier may
+        // hold it past a slot an erase freed).
+#pragma unroll
+        for (int j = 0; j < TL_D; ++j) {
+            u64 kk[TL_S];
+            shared_bucket_keys(region + xc[j] * TL_S, kk);
+#pragma unroll
+            for (int s = 0; s < TL_S; ++s)
+                if (kk[s] == k) {
+                    t.update_value(&region[xc[j] * TL_S + s], value, mode, op);
+                    ++ex;
+                    return;
+                }
+        }
+#pragma unroll
+        for (int j = 0; j < TL_D; ++j) {
+            raw* bucket = region + xc[j] * TL_S;
+            while (true) {
+                u64 kk[TL_S];
+                shared_bucket_keys(bucket, kk);
+                int hit = -1, open = -1;
+#pragma unroll
+                for (int s = TL_S - 1; s >= 0; --s) {
+                    if (kk[s] == k) hit = s;
+                    if (kk[s] == W::EMPTY_KEY) open = s;
+                }
+                if (hit >= 0) {
+                    t.update_value(&bucket[hit], value, mode, op);
+                    ++ex;
+                    return;
+                }
+                if (open < 0) break;  // full: the next candidate
+                if (W::eq(W::cas(&bucket[open], W::empty(), w), W::empty())) {
+                    ++ins;
+                    return;
+                }
+                // Another thread took the slot (perhaps with this key): read the bucket again.
+            }
+        }
+        const u32 at = atomicAdd(&npend[sub], 1u);
+        if (at < TL_PEND) pend[sub * TL_PEND + at] = w;
+        else deferred[atomicAdd(&t.meta->counters[2], 1ull)] = w;
+    });
+    __syncthreads();
+
+    // 2. Each region's waiting pairs by one warp.
+    const u32 warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    if (warp < subs) {
+        const u32 m = min(npend[warp], TL_PEND);
+        const u64 seed = seeds[warp];
+        for (u32 i = 0; i < m; ++i) {
+            const raw w = pend[warp * TL_PEND + i];
+            const int res = tl_place_by_warp(t, region, w, warp, seed, lane, mode, op);
+            if (lane != 0) continue;
+            ins += res == gh::INSERTED;
+            ex += res == gh::EXISTING;
+            if (res == gh::FAILED) deferred[atomicAdd(&t.meta->counters[2], 1ull)] = w;
+        }
+    }
+    __syncthreads();
+    for (u32 j = threadIdx.x; j < words16; j += blockDim.x) __stcg(global16 + j, shared16[j]);
+    block_add(&t.meta->counters[0], ins);
+    block_add(&t.meta->counters[1], ex);
+}
+#endif  // the build of each scheme
+
 // Refused keys a block stages in shared memory (16 KiB of u64 keys); a
 // search for more reads them from global memory.
 constexpr u32 POS_SHARED = 2048;
@@ -1111,6 +1370,7 @@ extern "C" __global__ void gh_region_positions(View t, const K* keys, u64 n, con
     }
 }
 
+#if GH_SCHEME == GH_SCHEME_LINEAR
 // gh_insert with a warp per key (insert_by_warp), for the region build's
 // deferred keys: few, but they are the ones whose sequences cross region
 // ends through the table's longest runs, or walk to the probe limit.
@@ -1136,7 +1396,8 @@ extern "C" __global__ void gh_insert_wide(View t, const K* keys, const V* values
     block_add(&t.meta->counters[0], ins);
     block_add(&t.meta->counters[1], ex);
 }
-#endif
+#endif  // GH_SCHEME_LINEAR
+#endif  // the region build
 
 // keys_out[j], values_out[j] = the pair packed in words[j]: the deferred
 // part of a region-built batch, for the plain insert kernel.

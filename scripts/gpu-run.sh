@@ -45,7 +45,7 @@ if has reseed; then
     done
 fi
 if has tests; then
-    # The linear suite again with the region build forced on
+    # The linear and two-level suites again with the region build forced on
     # (GPUHASH_TEST_REGION=always: the tests' tables take
     # RegionBuild::Always, every batch that suits it at every load, not only
     # large ones up to 96% full), with the one-pass partition and with the
@@ -54,9 +54,9 @@ if has tests; then
     for pass in one two; do
         region=$([ $pass = two ] && echo two-pass || echo always)
         GPUHASH_TEST_REGION=$region \
-            "$here/bin/test-conformance_cuda" --test-threads=4 cuda_linear > "$logs/test-region-build-$pass.log" 2>&1
+            "$here/bin/test-conformance_cuda" --test-threads=4 cuda_linear cuda_two_level > "$logs/test-region-build-$pass.log" 2>&1
         rc=$?
-        note "tests region build, $pass-pass partition (linear): rc=$rc $(grep -E '^test result' "$logs/test-region-build-$pass.log" | tail -1)"
+        note "tests region build, $pass-pass partition (linear, two-level): rc=$rc $(grep -E '^test result' "$logs/test-region-build-$pass.log" | tail -1)"
         [ $rc -eq 0 ] || fail=1
     done
 fi
@@ -83,7 +83,8 @@ if has sanitizer; then
     # batches, fewer rounds) under every tool (SANITIZER_TOOLS, default
     # memcheck racecheck synccheck initcheck); racecheck (shared-memory
     # hazards) runs with the region build forced on
-    # (GPUHASH_TEST_REGION=always) so its kernels run in every linear test. The instrumented suite is slow, so every (tool,
+    # (GPUHASH_TEST_REGION=always) so its kernels run in every linear and
+    # two-level test. The instrumented suite is slow, so every (tool,
     # binary, test, key/value pair) is its own process (GPUHASH_TEST_PAIRS
     # splits the conformance tests by pair; the other CUDA test binaries run
     # a test per process), SANITIZER_JOBS of them at once; SANITIZER_FILTER

@@ -6,9 +6,9 @@
 /// is built in shared memory by one thread block, in one coalesced pass over
 /// the table, instead of one compare-and-swap in device memory per key.
 ///
-/// Only the CUDA backend's linear scheme has a region build; everywhere else
-/// (the CPU and wgpu backends, the other schemes) every value is accepted
-/// and changes nothing. Whichever is chosen, an insert keeps the same
+/// Only the CUDA backend's linear and two-level schemes have a region
+/// build; everywhere else (the CPU and wgpu backends, the other schemes)
+/// every value is accepted and changes nothing. Whichever is chosen, an insert keeps the same
 /// contract (what is stored, which value wins, which keys a full table
 /// refuses and how they are reported); only its speed and the scratch
 /// memory it keeps differ.

@@ -141,7 +141,7 @@ impl Builder {
         self
     }
     /// When bulk inserts take the region build, the CUDA backend's fast
-    /// path for large batches of the linear scheme (default
+    /// path for large batches of the linear and two-level schemes (default
     /// [`RegionBuild::Auto`], the measured choice): [`RegionBuild::Never`]
     /// keeps its scratch memory off the device, [`RegionBuild::Always`] and
     /// [`RegionBuild::TwoPass`] force it (and its two-pass partition) for

@@ -185,8 +185,8 @@ pub(crate) fn kernels(ctx: &Arc<CudaContext>, key_bits: u32, value: ValueKind, s
         displacement: f("gh_displacement")?,
         gather_keys: f("gh_gather_keys")?,
         unpack_pairs: f("gh_unpack_pairs")?,
-        // Only linear modules have them (no failed look-ups of absent functions).
-        region: if scheme == Scheme::Linear { super::region::RegionKernels::load(&module).map_err(dev)? } else { None },
+        // Linear and two-level modules have them (no failed look-ups of absent functions).
+        region: if matches!(scheme, Scheme::Linear | Scheme::TwoLevel) { super::region::RegionKernels::load(&module, scheme == Scheme::Linear).map_err(dev)? } else { None },
         clean_extract: f("gh_clean_extract")?,
         apply_present: if matches!(scheme, Scheme::RobinHood | Scheme::Cuckoo | Scheme::TwoLevel) {
             Some(f("gh_apply_present")?)

@@ -1,5 +1,5 @@
-//! The region build: large batches of the linear scheme inserted one region
-//! (64 KiB of buckets) per thread block in shared memory.
+//! The region build: large batches of the linear and two-level schemes
+//! inserted one region (64 KiB of buckets) per thread block in shared memory.
 //!
 //! Inserting key by key costs each key a random compare-and-swap in device
 //! memory (the CAS limit, about 16 G/s on an H200). Sorting the batch by
@@ -32,6 +32,15 @@
 //! a whole bucket compared per step), and what those settle nowhere in the
 //! region goes to a plain insert with a warp per key (`gh_insert_wide`: these
 //! keys' sequences are the table's longest, crossing region ends).
+//!
+//! **Two-level tables** take the same partition: four of their 16 KiB
+//! regions make one build region, and a key's candidates all lie in its own
+//! region. A block claims free candidate slots with shared-memory CASes in
+//! candidate order (so copies of a key meet in one slot), then one warp per
+//! region places the keys whose candidates were all full by a breadth-first
+//! search over eviction paths of up to four moves (`kernels/bulk.cu`,
+//! "two-level region build"). Keys without such a path go to the plain
+//! kernel, which walks further or rebuilds their region with a new seed.
 //!
 //! **Scratch memory is kept for reuse.** The partition needs two copies of
 //! the batch as packed words plus a list of deferred words: `3 * n * word`
@@ -118,37 +127,32 @@ const BUILD_SHARED_BYTES: u64 = REGION_BYTES + 4 * REGION_BUCKETS;
 /// Bytes of each region's spill list (`BUILD_SPILL` words in the kernels).
 const SPILL_BYTES: u64 = 2048;
 
-/// The region kernels of a module (present in linear-scheme modules only).
+/// The region kernels of a module (present in linear and two-level modules).
 pub(crate) struct RegionKernels {
     hist: CudaFunction,
     scan: CudaFunction,
     scatter1: CudaFunction,
     scatter2: CudaFunction,
     build: CudaFunction,
-    spill: CudaFunction,
-    /// gh_insert with a warp per key, for the deferred keys.
-    insert_wide: CudaFunction,
+    /// The linear build's: its EMPTY regions' runs continued in the next
+    /// region, and gh_insert with a warp per key for the deferred keys. A
+    /// two-level build defers to the plain kernel, one thread per key.
+    linear: Option<(CudaFunction, CudaFunction)>,
     /// Where the keys the table refused sit in the batch.
     positions: CudaFunction,
 }
 
 impl RegionKernels {
-    pub(crate) fn load(module: &Arc<CudaModule>) -> std::result::Result<Option<Self>, DriverError> {
-        let names = [
-            "gh_region_hist",
-            "gh_region_scan",
-            "gh_region_scatter1",
-            "gh_region_scatter2",
-            "gh_region_spill",
-            "gh_insert_wide",
-            "gh_region_positions",
-        ];
+    /// The kernels of a linear (`linear`) or two-level module.
+    pub(crate) fn load(module: &Arc<CudaModule>, linear: bool) -> std::result::Result<Option<Self>, DriverError> {
+        let names = ["gh_region_hist", "gh_region_scan", "gh_region_scatter1", "gh_region_scatter2", "gh_region_positions"];
         let Ok(build) = module.load_function("gh_region_build") else {
             return Ok(None);
         };
-        let [hist, scan, scatter1, scatter2, spill, insert_wide, positions] = names.map(|n| module.load_function(n));
-        let (hist, scan, scatter1, scatter2, spill, insert_wide, positions) =
-            (hist?, scan?, scatter1?, scatter2?, spill?, insert_wide?, positions?);
+        let [hist, scan, scatter1, scatter2, positions] = names.map(|n| module.load_function(n));
+        let (hist, scan, scatter1, scatter2, positions) = (hist?, scan?, scatter1?, scatter2?, positions?);
+        let linear =
+            if linear { Some((module.load_function("gh_region_spill")?, module.load_function("gh_insert_wide")?)) } else { None };
         // A region, a scatter tile and the histogram of 2^14 regions or more
         // exceed the default 48 KiB of shared memory a launch may use.
         let max = CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES;
@@ -159,7 +163,7 @@ impl RegionKernels {
         for f in [&scatter1, &scatter2] {
             f.set_attribute(max, most as i32)?;
         }
-        Ok(Some(RegionKernels { hist, scan, scatter1, scatter2, build, spill, insert_wide, positions }))
+        Ok(Some(RegionKernels { hist, scan, scatter1, scatter2, build, linear, positions }))
     }
 }
 
@@ -368,7 +372,7 @@ impl<K: Key, V: Value> CudaTable<K, V> {
     ) -> Result<RawInsert> {
         let kernels = self.kernels.clone(); // not borrowed from `self`, which changes below
         let Some(rk) = kernels.region.as_ref() else {
-            return Err(Error::Unsupported("region build outside the linear scheme".into()));
+            return Err(Error::Unsupported("region build outside the linear and two-level schemes".into()));
         };
         let n = keys.len() as u64;
         let word = K::Word::<V>::BYTES;
@@ -465,13 +469,15 @@ impl<K: Key, V: Value> CudaTable<K, V> {
         // is at most n, the deferred list holds n words, the spill lists
         // SPILL_BYTES per region.
         unsafe { b.launch(cfg) }.map_err(dev)?;
-        let spill_cfg = LaunchConfig { shared_mem_bytes: 0, ..cfg };
-        let regions = plan.regions;
-        let mut b = stream.launch_builder(&rk.spill);
-        b.arg(&view).arg(&regions).arg(&*spill_count).arg(&*spills).arg(&mut *deferred);
-        // Safety: arguments match gh_region_spill; the build wrote every
-        // region's spill count and the lists they count.
-        unsafe { b.launch(spill_cfg) }.map_err(dev)?;
+        if let Some((spill, _)) = &rk.linear {
+            let spill_cfg = LaunchConfig { shared_mem_bytes: 0, ..cfg };
+            let regions = plan.regions;
+            let mut b = stream.launch_builder(spill);
+            b.arg(&view).arg(&regions).arg(&*spill_count).arg(&*spills).arg(&mut *deferred);
+            // Safety: arguments match gh_region_spill; the build wrote every
+            // region's spill count and the lists they count.
+            unsafe { b.launch(spill_cfg) }.map_err(dev)?;
+        }
 
         let meta = self.read_meta()?;
         let (inserted, existing, ndeferred) = (meta[0], meta[1], meta[2]);
@@ -518,16 +524,68 @@ impl<K: Key, V: Value> CudaTable<K, V> {
         b.arg(&deferred).arg(&ndeferred).arg(&mut *dk).arg(&mut *dv);
         // Safety: arguments match gh_unpack_pairs; the list holds nd words.
         unsafe { b.launch(super::grid(ndeferred, self.sms)) }.map_err(|err| self.err(err))?;
-        // A warp per key (gh_insert_wide): these keys' sequences are the table's longest.
-        let rest = self.insert_with(&rk.insert_wide, super::grid(ndeferred * 32, self.sms), &dk.as_view(), &dv.as_view(), mode, None)?;
-        out.inserted += rest.inserted;
-        out.existing += rest.existing;
-        if !rest.failed.is_empty() {
-            let refused = self.gather_keys(&dk.as_view(), &rest.failed)?;
+        let refused = match &rk.linear {
+            // A warp per key (gh_insert_wide): these keys' sequences are the table's longest.
+            Some((_, wide)) => {
+                let launch = super::grid(ndeferred * 32, self.sms);
+                let rest = self.insert_with(wide, launch, &dk.as_view(), &dv.as_view(), mode, None)?;
+                out.inserted += rest.inserted;
+                out.existing += rest.existing;
+                if rest.failed.is_empty() { Vec::new() } else { self.gather_keys(&dk.as_view(), &rest.failed)? }
+            }
+            // Two-level: keys without a short path, under their region's lock.
+            None => self.insert_two_level_deferred(dk, dv, mode, &mut out)?,
+        };
+        if !refused.is_empty() {
             out.failed = self.positions_of(&rk.positions, keys, refused)?;
             out.failed.sort_unstable();
         }
         Ok(out)
+    }
+
+    /// The two-level build's deferred pairs (`dk`, `dv`) through the plain
+    /// kernel; adds its outcome to `out` and returns the keys refused.
+    /// Every position of a refused key is reported, so a refused key must
+    /// have no copy stored: in linear probing a later copy finds no more
+    /// room than an earlier one, but a cuckoo walk that moved other keys may
+    /// have made room for a later copy. Refused pairs therefore go through
+    /// the kernel again until a pass settles none of them: then each is
+    /// absent (a copy of a present key is updated, never refused). The pairs
+    /// are compacted into the same buffers, so no device memory is taken.
+    fn insert_two_level_deferred(
+        &mut self,
+        dk: &mut cudarc::driver::CudaViewMut<'_, K>,
+        dv: &mut cudarc::driver::CudaViewMut<'_, V>,
+        mode: InsertMode,
+        out: &mut RawInsert,
+    ) -> Result<Vec<K>> {
+        let rest = self.insert_plain(&dk.as_view(), &dv.as_view(), mode)?;
+        out.inserted += rest.inserted;
+        out.existing += rest.existing;
+        if rest.failed.is_empty() {
+            return Ok(Vec::new());
+        }
+        let ordinal = self.ctx.ordinal();
+        let err = move |e| super::driver_error(ordinal, e);
+        let all_keys = self.stream.clone_dtoh(&dk.as_view()).map_err(err)?;
+        let all_values = self.stream.clone_dtoh(&dv.as_view()).map_err(err)?;
+        self.stream.synchronize().map_err(err)?;
+        let mut keys: Vec<K> = rest.failed.iter().map(|&p| all_keys[p]).collect();
+        let mut values: Vec<V> = rest.failed.iter().map(|&p| all_values[p]).collect();
+        loop {
+            let m = keys.len();
+            self.stream.memcpy_htod(&keys, &mut dk.slice_mut(0..m)).map_err(err)?;
+            self.stream.memcpy_htod(&values, &mut dv.slice_mut(0..m)).map_err(err)?;
+            let again = self.insert_plain(&dk.slice(0..m), &dv.slice(0..m), mode)?;
+            out.inserted += again.inserted;
+            out.existing += again.existing;
+            let settled = again.inserted + again.existing;
+            keys = again.failed.iter().map(|&p| keys[p]).collect();
+            values = again.failed.iter().map(|&p| values[p]).collect();
+            if settled == 0 || keys.is_empty() {
+                return Ok(keys);
+            }
+        }
     }
 
     /// The positions of `keys` that hold one of `refused` (the keys a build
