@@ -303,26 +303,21 @@ impl Kernel {
         Kernel::Relocate,
         Kernel::EraseFree,
     ]);
-    const CUCKOO_WIDE: [Kernel; 21] = Kernel::bulk_then(&[
-        Kernel::DedupePending,
-        Kernel::CollectPending,
-        Kernel::PlanPaths,
-        Kernel::ApplyPaths,
-        Kernel::RetryNoPath,
-        Kernel::StashNoPath,
-        Kernel::EvictSerial,
-        Kernel::Relocate,
-        Kernel::EraseFree,
-        Kernel::InsertWide,
-    ]);
+    /// The cuckoo kernels and the 64-bit claim of 16-byte slots.
+    const CUCKOO_WIDE: [Kernel; 21] = Kernel::concat(&Kernel::CUCKOO, &[Kernel::InsertWide]);
 
-    /// The bulk entry points followed by a scheme's `own` (N = both counts).
+    /// The shared bulk kernels followed by a scheme's own.
     pub(super) const fn bulk_then<const N: usize>(own: &[Kernel]) -> [Kernel; N] {
-        assert!(Kernel::BULK.len() + own.len() == N);
+        Kernel::concat(&Kernel::BULK, own)
+    }
+
+    /// `first` then `then`, as one list of `N` kernels.
+    const fn concat<const N: usize>(first: &[Kernel], then: &[Kernel]) -> [Kernel; N] {
+        assert!(first.len() + then.len() == N);
         let mut all = [Kernel::FillEmpty; N];
         let mut i = 0;
         while i < N {
-            all[i] = if i < Kernel::BULK.len() { Kernel::BULK[i] } else { own[i - Kernel::BULK.len()] };
+            all[i] = if i < first.len() { first[i] } else { then[i - first.len()] };
             i += 1;
         }
         all
