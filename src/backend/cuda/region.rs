@@ -38,7 +38,8 @@
 //! region. A block claims free candidate slots with shared-memory CASes in
 //! candidate order (so copies of a key meet in one slot), then one warp per
 //! region places the keys whose candidates were all full by a breadth-first
-//! search over eviction paths of up to four moves (`kernels/bulk.cu`,
+//! search over eviction paths of up to six moves (four for 16-byte slots;
+//! `kernels/bulk.cu`,
 //! "two-level region build"). Keys without such a path go to the plain
 //! kernel, which walks further or rebuilds their region with a new seed.
 //!
