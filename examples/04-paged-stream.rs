@@ -6,9 +6,15 @@
 //! that must cross PCIe (pages in, dirty pages back, keys and results) over
 //! the pinned-copy rates measured in the same run.
 //!
-//! Run: `cargo run --release --example 04-paged-stream [BUDGET_MIB] [RATIOS]`
-//! e.g. `... 2048 1,2,4,8`. Without a GPU it runs on the CPU backend at a
+//! Run: `cargo run --release --example 04-paged-stream [BUDGET_MIB] [RATIOS] [UNIFIED_RATIOS]`
+//! e.g. `... 2048 1,2,4,8 4`. Without a GPU it runs on the CPU backend at a
 //! small budget, so the example itself is checked anywhere.
+//!
+//! `UNIFIED_RATIOS` (CUDA) also runs the same calls on a `Memory::Unified`
+//! table of the same size, filled while it fits, then crowded by a device
+//! allocation that leaves it the paged table's device memory (its budget
+//! and as much again for scratch), so the driver migrates its pages on
+//! demand: the answer Hashinator gives to tables larger than the GPU.
 
 use std::time::Instant;
 
@@ -67,6 +73,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let ratios: Vec<u64> = match args.get(2) {
         Some(s) => s.split(',').map(str::parse).collect::<Result<_, _>>()?,
         None => vec![1, 2, 4, 8],
+    };
+    let unified: Vec<u64> = match args.get(3) {
+        Some(s) if cuda => s.split(',').map(str::parse).collect::<Result<_, _>>()?,
+        Some(_) => {
+            eprintln!("skipped: the unified-memory comparison (no CUDA device)");
+            Vec::new()
+        }
+        None => Vec::new(),
     };
     let (h2d, d2h) = pinned_rates(cuda)?;
     println!("device {device}; budget {budget_mib} MiB in {RESIDENT} resident pages; pinned copies h2d {h2d:.1} GB/s, d2h {d2h:.1} GB/s");
@@ -181,10 +195,87 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 }
             }
         }
+        // Existing keys assigned again: the same call on both tables.
+        let assign: Vec<u32> = probe.iter().map(|k| k.wrapping_mul(3)).collect();
+        let start = Instant::now();
+        t.insert_or_assign(&probe, &assign)?;
+        let secs = start.elapsed().as_secs_f64();
+        let n = probe.len() as u64;
+        row("assign", n, secs, bus(streamed(pages as u64), streamed(pages as u64), n * 8, 0));
         let s = t.paged().unwrap().stats();
         eprintln!("ratio {ratio}: {s:?}");
+        if unified.contains(&ratio) {
+            drop(t);
+            let calls: [(&str, &[u32]); 3] = [("find", &probe), ("find_zipf", &hot), ("assign", &probe)];
+            for (op, n, secs) in unified_rows(slots, &keys, &values, &calls, budget)? {
+                row(&format!("unified_{op}"), n, secs, f64::NAN);
+            }
+        }
     }
     Ok(())
+}
+
+/// The calls `calls` (lookups, or an assign of the keys' own values) on a
+/// `Memory::Unified` table of `slots` holding `keys`, once device memory
+/// is crowded down to twice `budget`: (op, keys, seconds) of the second
+/// run of each (the first moves pages into place). A call of more than a
+/// minute ends the runs (the rows so far are returned).
+#[cfg(feature = "cuda")]
+fn unified_rows(
+    slots: u64,
+    keys: &[u32],
+    values: &[u32],
+    calls: &[(&str, &[u32])],
+    budget: u64,
+) -> Result<Vec<(String, u64, f64)>, Box<dyn std::error::Error>> {
+    use gpuhash::Memory;
+    let mut t = HashTable::<u32, u32>::builder()
+        .device(Device::Cuda(0))
+        .memory(Memory::Unified)
+        .capacity(slots)
+        .max_load_factor(1.0)
+        .growth(false)
+        .build()?;
+    t.insert_or_assign(keys, values)?;
+    // Crowd the device: what is left is the paged table's budget, and as
+    // much again for the calls' scratch.
+    let ctx = cudarc::driver::CudaContext::new(0)?;
+    let (free, _) = ctx.mem_get_info()?;
+    let ballast_bytes = (free as u64).saturating_sub(2 * budget) as usize;
+    // Safety: never read; it only holds device memory.
+    let _ballast = unsafe { ctx.default_stream().alloc::<u8>(ballast_bytes) }?;
+    eprintln!("unified: {} MiB of device memory taken, {} MiB left", ballast_bytes >> 20, ctx.mem_get_info()?.0 >> 20);
+    let mut rows = Vec::new();
+    let (mut out, mut hit) = (vec![0u32; keys.len().min(1 << 28)], vec![false; keys.len().min(1 << 28)]);
+    'calls: for (op, batch) in calls {
+        for rep in 0..2 {
+            let start = Instant::now();
+            if op.starts_with("find") {
+                t.find_into(batch, &mut out[..batch.len()], &mut hit[..batch.len()])?;
+                if hit[..batch.len()].iter().zip(&out).zip(batch.iter()).any(|((h, v), k)| !h || *v != k.wrapping_mul(3)) {
+                    return Err("a unified-memory lookup returned a wrong value".into());
+                }
+            } else {
+                let v: Vec<u32> = batch.iter().map(|k| k.wrapping_mul(3)).collect();
+                t.insert_or_assign(batch, &v)?;
+            }
+            let secs = start.elapsed().as_secs_f64();
+            if rep == 1 {
+                rows.push((op.to_string(), batch.len() as u64, secs));
+            }
+            if secs > 60.0 {
+                eprintln!("unified: {op} took {secs:.0} s; the remaining calls are skipped");
+                break 'calls;
+            }
+        }
+    }
+    Ok(rows)
+}
+
+#[cfg(not(feature = "cuda"))]
+fn unified_rows(_: u64, _: &[u32], _: &[u32], _: &[(&str, &[u32])], _: u64) -> Result<Vec<(String, u64, f64)>, Box<dyn std::error::Error>> {
+    eprintln!("skipped: the unified-memory comparison needs the cuda feature");
+    Ok(Vec::new())
 }
 
 /// The pinned host-to-device and device-to-host copy rates in GB/s (on the

@@ -1512,8 +1512,8 @@ __device__ __forceinline__ u32 page_of_key(K key, u64 seed, u64 pages) {
 // (one global atomic per page and block, not per key).
 #define GH_PAGE_SHARED_COUNTERS 4096
 
-// page[i] = the page of keys[i]; hist[p] += keys of page p.
-extern "C" __global__ void gh_page_count(const K* keys, u64 n, u64 seed, u64 pages, u32* page, u32* hist) {
+// hist[p] += keys of page p.
+extern "C" __global__ void gh_page_count(const K* keys, u64 n, u64 seed, u64 pages, u32* hist) {
     __shared__ u32 local[GH_PAGE_SHARED_COUNTERS];
     const bool in_shared = pages <= GH_PAGE_SHARED_COUNTERS;
     if (in_shared)
@@ -1521,7 +1521,6 @@ extern "C" __global__ void gh_page_count(const K* keys, u64 n, u64 seed, u64 pag
     __syncthreads();
     for (u64 i = thread_index(); i < n; i += grid_stride()) {
         const u32 p = page_of_key(keys[i], seed, pages);
-        page[i] = p;
         atomicAdd(in_shared ? &local[p] : &hist[p], 1u);
     }
     __syncthreads();
@@ -1530,25 +1529,32 @@ extern "C" __global__ void gh_page_count(const K* keys, u64 n, u64 seed, u64 pag
             if (local[p]) atomicAdd(&hist[p], local[p]);
 }
 
-// Moves keys[i] to sorted[cursor[page[i]]++] and records its batch position
-// there. The lanes of a warp that share a page take their places with one
-// atomic (a batch spreads over few pages, so per-key atomics on a handful of
-// counters would serialise). Within a warp, batch order is kept.
-extern "C" __global__ void gh_page_scatter(const K* keys, const u32* page, u64 n, u32* cursor, K* sorted, u32* pos) {
+// Moves each key of a group of pages to sorted[cursor[slot[page]]++] (its
+// value, when given, to sorted_values at the same place) and records its
+// batch position there; slot[page] is the page's place in the group, ~0
+// for a page left to another group. The page is recomputed rather than
+// stored: a hash costs less than 4 bytes a key of scratch. The lanes of a
+// warp that share a page take their places with one atomic (a batch
+// spreads over few pages, so per-key atomics on a handful of counters
+// would serialise). Within a warp, batch order is kept.
+extern "C" __global__ void gh_page_scatter(const K* keys, const V* values, u64 n, u64 seed, u64 pages, const u32* slot,
+                                           u32* cursor, K* sorted, V* sorted_values, u32* pos) {
     const u32 lane = threadIdx.x & 31;
     // Warp-uniform loop: every lane runs every iteration (blockDim.x is a multiple of 32).
     for (u64 first = thread_index() - lane; first < n; first += grid_stride()) {
         const u64 i = first + lane;
-        const bool live = i < n;
-        const u32 p = live ? page[i] : 0xffffffffu;
-        const u32 peers = __match_any_sync(0xffffffffu, p);
+        const K key = i < n ? keys[i] : K(0);
+        const u32 s = i < n ? slot[page_of_key(key, seed, pages)] : 0xffffffffu;
+        const bool live = s != 0xffffffffu;
+        const u32 peers = __match_any_sync(0xffffffffu, s);
         const u32 leader = __ffs(peers) - 1;
         u32 base = 0;
-        if (live && lane == leader) base = atomicAdd(&cursor[p], (u32)__popc(peers));
+        if (live && lane == leader) base = atomicAdd(&cursor[s], (u32)__popc(peers));
         base = __shfl_sync(0xffffffffu, base, leader);
         if (live) {
             const u32 at = base + __popc(peers & ((1u << lane) - 1u));
-            sorted[at] = keys[i];
+            sorted[at] = key;
+            if (values) sorted_values[at] = values[i];
             pos[at] = (u32)i;
         }
     }

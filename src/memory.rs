@@ -9,7 +9,10 @@ pub enum Memory {
     Device,
     /// CUDA managed (unified) memory: the slots can also be read by the
     /// host directly (`CudaTable::host_find`), migrating to the GPU before
-    /// kernels run and to the host before host reads. CUDA only, and only
-    /// up to the GPU's free memory (no oversubscription). Rehashes keep it.
+    /// kernels run and to the host before host reads. CUDA only. A table
+    /// may take more than the GPU's free memory (other allocations crowd
+    /// it; its pages then migrate on demand, evicting each other, which is
+    /// slow) but not more than the whole GPU: for tables larger than the
+    /// device, see [`Builder::paged`](crate::Builder::paged). Rehashes keep it.
     Unified,
 }

@@ -6,9 +6,10 @@
 //! On the CPU both the plain residency and the pipelined one (write-backs
 //! as soon as a call is done with a page, the next page brought in early)
 //! run; on CUDA pages live in pinned host memory and stream through device
-//! tables, pipelined; the `cuda_split_*` suites split every lookup and
-//! erase by page on the device (`Paging::device_split(1)`), the others only
-//! batches of 65,536 keys or more. Without a CUDA device the CUDA tests print
+//! tables, pipelined; the `cuda_split_*` suites split every bulk
+//! call (inserts with growth, lookups, erases) by page on the device
+//! (`Paging::device_split(1)`), the others only batches of 65,536 keys or
+//! more. Without a CUDA device the CUDA tests print
 //! `skipped: ...` (`GPUHASH_REQUIRE_CUDA=1` makes that a failure).
 
 #[macro_use]
@@ -22,6 +23,10 @@ const FIFO_PIPELINED: Paging = Paging::new(8, 3).pipelined(true);
 const LRU_PIPELINED: Paging = Paging::new(8, 2).residency(Residency::Lru).pipelined(true);
 const CUDA_FIFO: Paging = Paging::new(8, 3);
 const CUDA_LRU: Paging = Paging::new(8, 3).residency(Residency::Lru);
+// Every page not resident worked on where it lies (never brought in), and
+// a threshold that mixes both (pages of these tables take a few KiB).
+const SPARSE_ALL: Paging = Paging::new(8, 2).sparse(0);
+const SPARSE_MIXED: Paging = Paging::new(8, 2).residency(Residency::Lru).sparse(256);
 const CUDA_SPLIT_FIFO: Paging = CUDA_FIFO.device_split(1);
 const CUDA_SPLIT_LRU: Paging = CUDA_LRU.device_split(1);
 
@@ -42,8 +47,14 @@ conformance_suite!(cuda_paged_cuckoo, Device::Cuda(0), Scheme::Cuckoo, paged: CU
 conformance_suite!(cuda_paged_two_level, Device::Cuda(0), Scheme::TwoLevel, paged: CUDA_LRU);
 
 // The split is the same for every scheme (each page's own kernels run on
-// its range of keys), so two schemes and both policies cover it; splitting
-// every small call costs a few synchronisations each, which makes these
-// suites slow.
+// its range of keys), so a few schemes and both policies cover it, cuckoo
+// for the refusals of a bounded scheme; splitting every small call costs a
+// few synchronisations each, which makes these suites slow.
 conformance_suite!(cuda_split_linear, Device::Cuda(0), Scheme::Linear, paged: CUDA_SPLIT_FIFO);
 conformance_suite!(cuda_split_robin_hood, Device::Cuda(0), Scheme::RobinHood, paged: CUDA_SPLIT_LRU);
+conformance_suite!(cuda_split_cuckoo, Device::Cuda(0), Scheme::Cuckoo, paged: CUDA_SPLIT_FIFO);
+
+// Sparse pages worked on in place, on the host and split on the device.
+conformance_suite!(paged_sparse_linear, Device::Cpu, Scheme::Linear, paged: SPARSE_ALL);
+conformance_suite!(paged_sparse_two_level, Device::Cpu, Scheme::TwoLevel, paged: SPARSE_MIXED);
+conformance_suite!(cuda_sparse_robin_hood, Device::Cuda(0), Scheme::RobinHood, paged: SPARSE_MIXED.device_split(1));

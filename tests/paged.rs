@@ -24,10 +24,12 @@ fn devices() -> Vec<Device> {
     d
 }
 
-/// `paging` on `device`, pipelined only if asked: so the residency
-/// decisions these tests count are the same on every device.
+/// `paging` on `device`, pipelined and working on sparse pages in place
+/// only if asked: so the residency decisions these tests count are the same
+/// on every device.
 fn target(device: Device, scheme: Scheme, paging: Paging) -> Target {
     let paging = if paging.pipeline.is_none() { paging.pipelined(false) } else { paging };
+    let paging = if paging.sparse.is_none() { paging.sparse(u64::MAX) } else { paging };
     Target::paged(device, scheme, paging)
 }
 
@@ -262,16 +264,19 @@ fn build_reports_a_failed_allocation() {
 }
 
 /// Every allocation of an insert whose pages grow (page rebuilds, working
-/// copies) is made to fail in turn: once (the page is redone alone and the
-/// call succeeds) and from there on (the call reports exactly what it did
-/// not store). The table always equals the oracle afterwards.
+/// copies, on CUDA the scratch of a batch split by page on the device) is
+/// made to fail in turn: once (the page is redone alone, or the batch split
+/// on the host, and the call succeeds) and from there on (the call reports
+/// exactly what it did not store). The table always equals the oracle
+/// afterwards. Batches are split on the host and, on CUDA, on the device.
 #[test]
 fn faults_while_pages_grow_lose_nothing() {
     for device in devices() {
         let mut injected = 0;
-        for scheme in SCHEMES {
+        let splits: &[usize] = if device == Device::Cpu { &[usize::MAX] } else { &[usize::MAX, 1] };
+        for (scheme, &split) in SCHEMES.iter().flat_map(|s| splits.iter().map(move |x| (*s, x))) {
             for (count, residency) in [(1, Residency::Fifo), (u64::MAX, Residency::Lru)] {
-                let dev = target(device, scheme, Paging::new(4, 2).residency(residency));
+                let dev = target(device, scheme, Paging::new(4, 2).residency(residency).device_split(split));
                 let mut cx = Ctx::new::<u64, u64>("faults_while_pages_grow", dev);
                 let base = distinct_keys::<u64>(&mut cx.rng, 400);
                 let batch = {
@@ -384,6 +389,55 @@ fn device_split_lookups_survive_allocation_failures() {
                     break;
                 }
                 assert!(skip < 200, "{cx}: still failing allocations after 200 rounds");
+            }
+            check_table(&t, &o, &cx);
+        }
+    }
+}
+
+/// A batch that touches two pages with many keys and every other page with
+/// a handful: the sparse pages are worked on where they lie in host memory
+/// (never brought in, so the two dense pages stay resident across calls),
+/// for lookups, erases and inserts, host- and device-split; every answer
+/// matches the oracle.
+#[test]
+fn sparse_pages_are_worked_on_in_place() {
+    for device in devices() {
+        for (scheme, split) in [(Scheme::Linear, usize::MAX), (Scheme::Cuckoo, 1), (Scheme::RobinHood, 1)] {
+            // Pages of 2^12 slots of 16 bytes: 64 KiB; at 64 bytes a key, a
+            // page read with fewer than 1,024 keys (written: 2,048, as it
+            // would also go back) stays put.
+            let paging = Paging::new(8, 2).sparse(64).device_split(split);
+            let dev = target(device, scheme, paging);
+            let mut cx = Ctx::new::<u64, u64>("sparse_in_place", dev);
+            let mut t = build_table::<u64, u64>(dev, 8 << 12, false, &cx);
+            let mut o = Oracle::new();
+            let dense: Vec<u64> = [3usize, 6].iter().flat_map(|&p| keys_in_page(&t, &mut cx, p, 3000, &o)).collect();
+            let sparse: Vec<u64> = [0usize, 1, 2, 4, 5, 7].iter().flat_map(|&p| keys_in_page(&t, &mut cx, p, 20, &o)).collect();
+            let mut batch: Vec<u64> = dense.iter().chain(&sparse).copied().collect();
+            batch.shuffle(&mut cx.rng);
+            let vals = num_values::<u64>(&mut cx.rng, batch.len());
+            let before = t.paged().unwrap().stats();
+            insert(&mut t, &mut o, Op::Assign, &batch, &vals, &cx);
+            let mut resident = t.paged().unwrap().resident();
+            resident.sort();
+            assert_eq!(resident, vec![Some(3), Some(6)], "{cx}: the dense pages are the resident ones");
+            let after = t.paged().unwrap().stats();
+            assert_eq!(after.in_place - before.in_place, 6, "{cx}: six sparse pages worked on in place");
+            assert_eq!(after.page_ins - before.page_ins, 2, "{cx}: only the dense pages brought in");
+            for round in 0..3 {
+                cx.phase = format!("round {round}");
+                let before = t.paged().unwrap().stats();
+                let mut probe = sample(&mut cx.rng, &batch, batch.len());
+                probe.extend(fresh_keys(&mut cx.rng, 10, &o, &[]));
+                check_find(&t, &o, &probe, &cx);
+                let gone = sample(&mut cx.rng, &sparse, 30);
+                erase(&mut t, &mut o, &gone, &cx);
+                let vals = num_values::<u64>(&mut cx.rng, gone.len());
+                insert(&mut t, &mut o, Op::Apply(Reduce::Sum), &gone, &vals, &cx);
+                let after = t.paged().unwrap().stats();
+                assert_eq!(after.page_ins, before.page_ins, "{cx}: a resident or sparse page was brought in");
+                assert!(after.in_place > before.in_place, "{cx}");
             }
             check_table(&t, &o, &cx);
         }

@@ -1,49 +1,124 @@
-//! The routed lookups and erases of a paged table on CUDA with the batch
-//! split by page on the device ([`Batcher`]): the host copies keys in and
-//! results out once, on every core, instead of partitioning, gathering and
-//! scattering the batch itself. The pages are visited, brought in, written
-//! back and served in host memory exactly as by the host-routed operations
-//! (`super::find` and the others), through the same [`SubTables`].
+//! The routed operations of a paged table on CUDA with the batch split by
+//! page on the device ([`Batcher`]): the host copies keys (and values) in
+//! and results out once, on every core, instead of partitioning, gathering
+//! and scattering the batch itself. The pages are visited, brought in,
+//! written back and served in host memory exactly as by the host-routed
+//! operations (`super::find` and the others), through the same
+//! [`SubTables`]; inserts grow each page alone through the same growth
+//! loop, fed from device memory.
+//!
+//! A call runs in waves ([`Batcher::sizes`]); each wave's pages are worked
+//! on in groups whose keys fit the routing buffers, in the visiting order
+//! (resident pages first), so each page is visited once per wave.
 
-use crate::backend::cuda::batcher::{Batcher, Routed};
-use crate::backend::cuda::CudaTable;
-use crate::backend::Backend;
+use cudarc::driver::CudaSlice;
+
+use crate::backend::cuda::batcher::{Batcher, Carry, Routed, Wave};
+use crate::backend::cuda::{CudaTable, DeviceBatch};
+use crate::backend::{Backend, InsertMode};
 use crate::core::keys::{Key, Value};
+use crate::growth::Policy;
+use crate::table::InsertReport;
 use crate::{Error, Result};
 
-use super::SubTables;
+use super::{page_groups, Access, Parts, SubOutcome, SubTables};
 
-/// Where a page of a routed batch is worked on.
+/// Where a page of a routed group is worked on.
 enum On<'a, K: Key, V: Value> {
     /// A resident device table: its range of the keys by page is on the device.
     Device(&'a mut CudaTable<K, V>),
-    /// The page in host memory (no device memory for it): its keys, brought back.
-    Host(&'a mut dyn Backend<K, V>, Vec<K>),
+    /// The page in host memory (no device memory for it): its keys (and
+    /// values), brought back.
+    Host(&'a mut dyn Backend<K, V>, Vec<K>, Vec<V>),
 }
 
-/// Runs `op` on each page the routed batch touches, in the visiting order,
-/// with the page's range of the keys by page. `op` returns its count and
-/// whether it changed the page; returns the counts' sum.
-fn each_page<K: Key, V: Value, S: SubTables<K, V>>(
+/// The buffers of one wave: the wave on the device, its group buffers, and
+/// what the operation keeps per group (`T`).
+struct Loaded<K: Key, V: Value, T> {
+    wave: Wave<K, V>,
+    routed: Routed<K, V>,
+    groups: Vec<Vec<usize>>,
+    extra: T,
+    access: Access,
+}
+
+/// Uploads a wave and allocates everything it needs (`extra(keys per
+/// group)` allocates the operation's own buffers), before any page is
+/// touched: a wave that finds no device memory has changed nothing.
+fn load<K: Key, V: Value, S: SubTables<K, V>, T>(
     b: &Batcher,
     s: &mut S,
-    routed: &Routed<K>,
-    mut op: impl FnMut(On<'_, K, V>, std::ops::Range<usize>) -> Result<(u64, bool)>,
-) -> Result<u64> {
-    let mut total = 0;
-    for p in s.visit_order(routed.touched()) {
-        let r = routed.range(p);
-        total += s.with_sub(p, |t| {
-            if t.as_any().is::<CudaTable<K, V>>() {
-                let ct = t.as_any_mut().downcast_mut::<CudaTable<K, V>>().expect("checked above");
-                op(On::Device(ct), r.clone())
-            } else {
-                let keys = b.download_keys(&routed.keys.slice(r.clone()))?;
-                op(On::Host(t, keys), r.clone())
-            }
-        })?;
+    keys: &[K],
+    values: Option<&[V]>,
+    carry: Carry,
+    extra: impl FnOnce(usize) -> Result<T>,
+) -> Result<Loaded<K, V, T>> {
+    let wave = b.load(s.router(), keys, values)?;
+    let (_, cap) = b.sizes::<K, V>(keys.len(), carry);
+    let touched: Vec<usize> = (0..wave.counts.len()).filter(|&p| wave.counts[p] > 0).collect();
+    let access = if carry == Carry::Values || carry == Carry::Keys { Access::Write } else { Access::Read };
+    let order = s.visit_sized(touched, &|p| wave.counts[p], access);
+    let groups = page_groups(&order, &wave.counts, cap);
+    let largest = groups.iter().map(|g| g.iter().map(|&p| wave.counts[p]).sum::<usize>()).max().unwrap_or(0);
+    let routed = b.group_buffers(&wave, largest)?;
+    let extra = extra(largest)?;
+    Ok(Loaded { wave, routed, groups, extra, access })
+}
+
+/// Runs `op` on each page of each group of `l`, in the visiting order,
+/// with the page's range of the keys by page; `after(group)` runs once a
+/// group's pages are done (results back to wave order). `op` returns its
+/// result and whether it changed the page.
+fn each_page<K: Key, V: Value, S: SubTables<K, V>, T, R>(
+    b: &Batcher,
+    s: &mut S,
+    l: &mut Loaded<K, V, T>,
+    mut op: impl FnMut(On<'_, K, V>, &Routed<K, V>, &mut T, std::ops::Range<usize>) -> Result<(R, bool)>,
+    mut after: impl FnMut(&Routed<K, V>, &mut T) -> Result<()>,
+    mut fold: impl FnMut(usize, R),
+) -> Result<()> {
+    let groups = std::mem::take(&mut l.groups);
+    for group in &groups {
+        b.route(&l.wave, group, &mut l.routed)?;
+        for p in s.visit_sized(group.clone(), &|p| l.wave.counts[p], l.access) {
+            let r = l.routed.range(p);
+            let (routed, extra) = (&l.routed, &mut l.extra);
+            let out = s.with_sub(p, |t| {
+                if t.as_any().is::<CudaTable<K, V>>() {
+                    let ct = t.as_any_mut().downcast_mut::<CudaTable<K, V>>().expect("checked above");
+                    op(On::Device(ct), routed, extra, r.clone())
+                } else {
+                    let keys = b.download(&routed.keys.slice(r.clone()))?;
+                    let values = match &routed.values {
+                        Some(v) => b.download(&v.slice(r.clone()))?,
+                        None => Vec::new(),
+                    };
+                    op(On::Host(t, keys, values), routed, extra, r.clone())
+                }
+            })?;
+            fold(p, out);
+        }
+        after(&l.routed, &mut l.extra)?;
     }
-    Ok(total)
+    Ok(())
+}
+
+/// Results of a lookup by page, for a group.
+struct ByPage<V: Value> {
+    values: Option<CudaSlice<V>>,
+    found: CudaSlice<u8>,
+    /// Results in wave order.
+    out_values: Option<CudaSlice<V>>,
+    out_found: CudaSlice<u8>,
+}
+
+fn by_page<K: Key, V: Value>(b: &Batcher, with_values: bool, group: usize, wave: usize) -> Result<ByPage<V>> {
+    Ok(ByPage {
+        values: if with_values { Some(b.alloc::<V>(group)?) } else { None },
+        found: b.alloc::<u8>(group)?,
+        out_values: if with_values { Some(b.alloc::<V>(wave)?) } else { None },
+        out_found: b.alloc::<u8>(wave)?,
+    })
 }
 
 /// Routed `find` with the batch split on the device.
@@ -54,10 +129,10 @@ pub(crate) fn find<K: Key, V: Value, S: SubTables<K, V>>(
     values: &mut [V],
     found: &mut [bool],
 ) -> Result<u64> {
-    let wave = b.wave::<K, V>();
+    let (wave, _) = b.sizes::<K, V>(keys.len(), Carry::Found);
     let mut hits = 0;
     for ((k, v), f) in keys.chunks(wave).zip(values.chunks_mut(wave)).zip(found.chunks_mut(wave)) {
-        hits += match find_wave(b, s, k, v, f) {
+        hits += match lookup_wave(b, s, k, Some(v), f) {
             // No device memory for the split: lookups change nothing, so
             // the wave is looked up again, split on the host.
             Err(Error::OutOfMemory { .. }) => super::find(s, k, v, f)?,
@@ -67,31 +142,12 @@ pub(crate) fn find<K: Key, V: Value, S: SubTables<K, V>>(
     Ok(hits)
 }
 
-fn find_wave<K: Key, V: Value, S: SubTables<K, V>>(b: &Batcher, s: &mut S, k: &[K], v: &mut [V], f: &mut [bool]) -> Result<u64> {
-    let routed = b.route::<K, V>(s.router(), k)?;
-    let mut sv = b.alloc::<V>(k.len())?;
-    let mut sf = b.alloc::<u8>(k.len())?;
-    let hits = each_page(b, s, &routed, |on, r| match on {
-            On::Device(t) => Ok((t.find_device(&routed.keys.slice(r.clone()), &mut sv.slice_mut(r.clone()), &mut sf.slice_mut(r))?, false)),
-            On::Host(t, keys) => {
-                let (mut hv, mut hf) = (vec![V::from_bits(0); keys.len()], vec![false; keys.len()]);
-                let h = t.find(&keys, &mut hv, &mut hf)?;
-                b.upload_into(&hv, &mut sv.slice_mut(r.clone()))?;
-                let flags: Vec<u8> = hf.iter().map(|&x| x as u8).collect();
-                b.upload_into(&flags, &mut sf.slice_mut(r))?;
-                Ok((h, false))
-            }
-        })?;
-    b.unpermute(&routed, Some((&sv, v)), (&sf, f))?;
-    Ok(hits)
-}
-
 /// Routed `contains` with the batch split on the device.
 pub(crate) fn contains<K: Key, V: Value, S: SubTables<K, V>>(b: &Batcher, s: &mut S, keys: &[K], found: &mut [bool]) -> Result<u64> {
-    let wave = b.wave::<K, V>();
+    let (wave, _) = b.sizes::<K, V>(keys.len(), Carry::Flags);
     let mut hits = 0;
     for (k, f) in keys.chunks(wave).zip(found.chunks_mut(wave)) {
-        hits += match contains_wave(b, s, k, f) {
+        hits += match lookup_wave(b, s, k, None, f) {
             Err(Error::OutOfMemory { .. }) => super::contains(s, k, f)?,
             r => r?,
         };
@@ -99,29 +155,70 @@ pub(crate) fn contains<K: Key, V: Value, S: SubTables<K, V>>(b: &Batcher, s: &mu
     Ok(hits)
 }
 
-fn contains_wave<K: Key, V: Value, S: SubTables<K, V>>(b: &Batcher, s: &mut S, k: &[K], f: &mut [bool]) -> Result<u64> {
-    let routed = b.route::<K, V>(s.router(), k)?;
-    let mut sf = b.alloc::<u8>(k.len())?;
-    let hits = each_page(b, s, &routed, |on, r| match on {
-            On::Device(t) => Ok((t.contains_device(&routed.keys.slice(r.clone()), &mut sf.slice_mut(r))?, false)),
-            On::Host(t, keys) => {
-                let mut hf = vec![false; keys.len()];
-                let h = t.contains(&keys, &mut hf)?;
-                let flags: Vec<u8> = hf.iter().map(|&x| x as u8).collect();
-                b.upload_into(&flags, &mut sf.slice_mut(r))?;
+/// One wave of `find` (with `values`) or `contains` (without).
+fn lookup_wave<K: Key, V: Value, S: SubTables<K, V>>(
+    b: &Batcher,
+    s: &mut S,
+    k: &[K],
+    mut v: Option<&mut [V]>,
+    f: &mut [bool],
+) -> Result<u64> {
+    let with_values = v.is_some();
+    let carry = if with_values { Carry::Found } else { Carry::Flags };
+    let mut l = load::<K, V, S, _>(b, s, k, None, carry, |group| by_page::<K, V>(b, with_values, group, k.len()))?;
+    let mut hits = 0;
+    each_page(
+        b,
+        s,
+        &mut l,
+        |on, routed, bp, r| match on {
+            On::Device(t) => {
+                let mut sf = bp.found.slice_mut(r.clone());
+                let h = match &mut bp.values {
+                    Some(sv) => t.find_device(&routed.keys.slice(r.clone()), &mut sv.slice_mut(r), &mut sf)?,
+                    None => t.contains_device(&routed.keys.slice(r), &mut sf)?,
+                };
                 Ok((h, false))
             }
-        })?;
-    b.unpermute::<K, V>(&routed, None, (&sf, f))?;
+            On::Host(t, keys, _) => {
+                let mut hf = vec![false; keys.len()];
+                let h = match &mut bp.values {
+                    Some(sv) => {
+                        let mut hv = vec![V::from_bits(0); keys.len()];
+                        let h = t.find(&keys, &mut hv, &mut hf)?;
+                        b.upload_into(&hv, &mut sv.slice_mut(r.clone()))?;
+                        h
+                    }
+                    None => t.contains(&keys, &mut hf)?,
+                };
+                let flags: Vec<u8> = hf.iter().map(|&x| x as u8).collect();
+                b.upload_into(&flags, &mut bp.found.slice_mut(r))?;
+                Ok((h, false))
+            }
+        },
+        |routed, bp| {
+            let values = match (&bp.values, &mut bp.out_values) {
+                (Some(sv), Some(ov)) => Some((sv, ov)),
+                _ => None,
+            };
+            b.unpermute(routed, values, (&bp.found, &mut bp.out_found))
+        },
+        |_, h| hits += h,
+    )?;
+    let values = match (&l.extra.out_values, v.as_deref_mut()) {
+        (Some(ov), Some(dst)) => Some((ov, dst)),
+        _ => None,
+    };
+    b.download_results(values, (&l.extra.out_found, f))?;
     Ok(hits)
 }
 
 /// Routed `erase` with the batch split on the device: the keys removed.
 pub(crate) fn erase<K: Key, V: Value, S: SubTables<K, V>>(b: &Batcher, s: &mut S, keys: &[K]) -> Result<u64> {
-    let wave = b.wave::<K, V>();
+    let (wave, _) = b.sizes::<K, V>(keys.len(), Carry::Keys);
     let mut removed = 0;
     for k in keys.chunks(wave) {
-        let routed = match b.route::<K, V>(s.router(), k) {
+        let mut l = match load::<K, V, S, _>(b, s, k, None, Carry::Keys, |_| Ok(())) {
             // No device memory for the split (nothing erased yet): split
             // this wave on the host.
             Err(Error::OutOfMemory { .. }) => {
@@ -130,13 +227,96 @@ pub(crate) fn erase<K: Key, V: Value, S: SubTables<K, V>>(b: &Batcher, s: &mut S
             }
             r => r?,
         };
-        removed += each_page(b, s, &routed, |on, r| {
-            let n = match on {
-                On::Device(t) => t.erase_device(&routed.keys.slice(r))?,
-                On::Host(t, keys) => t.erase(&keys)?,
-            };
-            Ok((n, n > 0))
-        })?;
+        each_page(
+            b,
+            s,
+            &mut l,
+            |on, routed, _, r| {
+                let n = match on {
+                    On::Device(t) => t.erase_device(&routed.keys.slice(r))?,
+                    On::Host(t, keys, _) => t.erase(&keys)?,
+                };
+                Ok((n, n > 0))
+            },
+            |_, _| Ok(()),
+            |_, n| removed += n,
+        )?;
     }
     Ok(removed)
+}
+
+/// Routed insert under the growth policy with the batch split on the
+/// device: each page's range of the pairs by page goes through the growth
+/// loop from device memory, so the page grows alone; outcomes as
+/// [`super::insert_with`].
+pub(crate) fn insert_with<K: Key, V: Value, S: SubTables<K, V>>(
+    b: &Batcher,
+    s: &mut S,
+    policy: Policy,
+    keys: &[K],
+    values: &[V],
+    mode: InsertMode,
+) -> Result<InsertReport> {
+    let (wave, _) = b.sizes::<K, V>(keys.len(), Carry::Values);
+    let mut parts = Parts::default();
+    for (w, (k, v)) in keys.chunks(wave).zip(values.chunks(wave)).enumerate() {
+        let base = w * wave;
+        let mut l = match load::<K, V, S, _>(b, s, k, Some(v), Carry::Values, |_| Ok(())) {
+            // No device memory for the split (nothing stored yet): split
+            // this wave on the host.
+            Err(Error::OutOfMemory { .. }) => {
+                let host = super::insert_parts(s, policy, k, v, mode);
+                parts.add(SubOutcome { report: host.report, not_stored: host.not_stored, cause: host.cause }, |j| base + j);
+                continue;
+            }
+            Err(e) => {
+                // Nothing of this wave or the ones after it was stored.
+                parts.add(SubOutcome { report: InsertReport::default(), not_stored: (0..keys.len() - base).collect(), cause: Some(e) }, |j| base + j);
+                break;
+            }
+            Ok(l) => l,
+        };
+        // Each page's outcome, in its own positions, with those positions'
+        // wave positions when some were not stored.
+        let mut outs: Vec<(usize, SubOutcome, Vec<u32>)> = Vec::new();
+        let run = each_page(
+            b,
+            s,
+            &mut l,
+            |on, routed, _, r| {
+                let (out, changed) = match on {
+                    On::Device(t) => {
+                        let (pk, pv) = (routed.keys.slice(r.clone()), routed.values.as_ref().expect("inserts carry values").slice(r.clone()));
+                        let batch = DeviceBatch { keys: &pk, values: &pv };
+                        super::sub_insert_from(t, policy, &batch, mode)
+                    }
+                    On::Host(t, keys, values) => super::sub_insert(t, policy, &keys, &values, mode),
+                };
+                let pos = if out.not_stored.is_empty() { Vec::new() } else { b.download(&routed.pos.slice(r))? };
+                Ok(((out, pos), changed))
+            },
+            |_, _| Ok(()),
+            |p, (out, pos)| outs.push((p, out, pos)),
+        );
+        let done: Vec<usize> = outs.iter().map(|(p, ..)| *p).collect();
+        for (p, out, pos) in outs {
+            let out = super::retry_alone(s, p, policy, out, |j| (k[pos[j] as usize], v[pos[j] as usize]), mode);
+            parts.add(out, |j| base + pos[j] as usize);
+        }
+        if let Err(e) = run {
+            // A device error part-way: what the pages done stored stands;
+            // every key of the other pages, and of the waves after this
+            // one, is reported not stored (found by routing on the host).
+            let router = s.router();
+            let mut done_page = vec![false; router.count()];
+            for p in done {
+                done_page[p] = true;
+            }
+            let rest = (0..k.len()).filter(|&j| !done_page[router.route(k[j].to_u64())]).map(|j| base + j);
+            parts.not_stored.extend(rest.chain(base + k.len()..keys.len()));
+            parts.cause.get_or_insert(e);
+            break;
+        }
+    }
+    super::insert_outcome(keys, parts.report, parts.not_stored, parts.cause)
 }

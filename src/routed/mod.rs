@@ -42,7 +42,7 @@ use crate::core::hash;
 use crate::core::keys::{Key, Value};
 use crate::core::scheme::Scheme;
 use crate::error::NotStored;
-use crate::growth::{checked_slots, Grower, Policy};
+use crate::growth::{checked_slots, Batch, Grower, HostBatch, Policy};
 use crate::table::InsertReport;
 use crate::{Error, Result};
 
@@ -175,12 +175,28 @@ impl Partition {
     }
 }
 
+/// Whether a call changes the sub-tables it visits (a changed page must be
+/// written back, which doubles what bringing it in costs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Access {
+    Read,
+    Write,
+}
+
 /// The sub-tables of a table of tables, as the routed operations reach them.
 pub(crate) trait SubTables<K: Key, V: Value> {
     /// The router of the table.
     fn router(&self) -> Router;
     /// The order in which to work on `subs` (ascending, each once).
     fn visit_order(&mut self, subs: Vec<usize>) -> Vec<usize>;
+    /// [`SubTables::visit_order`] for a batch of `keys[j]` keys on `subs[j]`
+    /// that reads or writes them: a paged table also chooses the pages too
+    /// sparse to bring in, which the next [`SubTables::with_sub`] calls
+    /// work on where they lie (visited last).
+    fn visit_sized(&mut self, subs: Vec<usize>, keys: &dyn Fn(usize) -> usize, access: Access) -> Vec<usize> {
+        let _ = (keys, access);
+        self.visit_order(subs)
+    }
     /// Runs `f` on sub-table `i` wherever it is worked on (a paged table
     /// brings the page in first). `f` returns its result and whether it
     /// changed the sub-table; a sub-table `f` changes is written back
@@ -201,7 +217,7 @@ pub(crate) fn find<K: Key, V: Value, S: SubTables<K, V>>(
 ) -> Result<u64> {
     let part = Partition::new(&s.router(), keys);
     let mut hits = 0;
-    for i in s.visit_order(part.touched()) {
+    for i in s.visit_sized(part.touched(), &|i| part.positions(i).len(), Access::Read) {
         let k = part.gather(i, keys);
         let mut v = vec![V::from_bits(0); k.len()];
         let mut f = vec![false; k.len()];
@@ -216,7 +232,7 @@ pub(crate) fn find<K: Key, V: Value, S: SubTables<K, V>>(
 pub(crate) fn contains<K: Key, V: Value, S: SubTables<K, V>>(s: &mut S, keys: &[K], found: &mut [bool]) -> Result<u64> {
     let part = Partition::new(&s.router(), keys);
     let mut hits = 0;
-    for i in s.visit_order(part.touched()) {
+    for i in s.visit_sized(part.touched(), &|i| part.positions(i).len(), Access::Read) {
         let k = part.gather(i, keys);
         let mut f = vec![false; k.len()];
         hits += s.with_sub(i, |t| Ok((t.contains(&k, &mut f)?, false)))?;
@@ -230,7 +246,7 @@ pub(crate) fn contains<K: Key, V: Value, S: SubTables<K, V>>(s: &mut S, keys: &[
 pub(crate) fn erase<K: Key, V: Value, S: SubTables<K, V>>(s: &mut S, keys: &[K]) -> Result<u64> {
     let part = Partition::new(&s.router(), keys);
     let mut removed = 0;
-    for i in s.visit_order(part.touched()) {
+    for i in s.visit_sized(part.touched(), &|i| part.positions(i).len(), Access::Write) {
         let k = part.gather(i, keys);
         removed += s.with_sub(i, |t| {
             let r = t.erase(&k)?;
@@ -255,7 +271,7 @@ pub(crate) fn insert_raw<K: Key, V: Value, S: SubTables<K, V>>(
 ) -> Result<RawInsert> {
     let part = Partition::new(&s.router(), keys);
     let mut out = RawInsert::default();
-    for i in s.visit_order(part.touched()) {
+    for i in s.visit_sized(part.touched(), &|i| part.positions(i).len(), Access::Write) {
         let (k, v) = (part.gather(i, keys), part.gather(i, values));
         let r = s.with_sub(i, |t| {
             let r = t.insert(&k, &v, mode)?;
@@ -282,15 +298,20 @@ pub(crate) struct SubOutcome {
 /// One sub-table's insert under the growth policy, and whether it may have
 /// changed the sub-table.
 pub(crate) fn sub_insert<K: Key, V: Value>(t: &mut dyn Backend<K, V>, policy: Policy, k: &[K], v: &[V], mode: InsertMode) -> (SubOutcome, bool) {
+    sub_insert_from(t, policy, &HostBatch { keys: k, values: v }, mode)
+}
+
+/// [`sub_insert`] over any batch (host slices or device memory).
+pub(crate) fn sub_insert_from<K: Key, V: Value>(t: &mut dyn Backend<K, V>, policy: Policy, batch: &dyn Batch<K, V>, mode: InsertMode) -> (SubOutcome, bool) {
     let (slots, tombstones) = (t.slots(), t.tombstones());
-    let out = match (Grower { b: &mut *t, policy }).insert(k, v, mode) {
+    let out = match (Grower { b: &mut *t, policy }).insert_from(batch, mode) {
         Ok(report) => SubOutcome { report, not_stored: Vec::new(), cause: None },
         Err(Error::TableFull(ns)) => SubOutcome { report: ns.report, not_stored: ns.positions, cause: None },
         Err(Error::GrowthFailed { cause, not_stored }) => {
             SubOutcome { report: not_stored.report, not_stored: not_stored.positions, cause: Some(*cause) }
         }
         // Nothing of this sub-batch was stored.
-        Err(e) => SubOutcome { report: InsertReport::default(), not_stored: (0..k.len()).collect(), cause: Some(e) },
+        Err(e) => SubOutcome { report: InsertReport::default(), not_stored: (0..batch.len()).collect(), cause: Some(e) },
     };
     let changed = insert_changed(mode, out.report.inserted, out.report.existing)
         || t.slots() != slots
@@ -315,31 +336,103 @@ pub(crate) fn insert_with<K: Key, V: Value, S: SubTables<K, V>>(
     values: &[V],
     mode: InsertMode,
 ) -> Result<InsertReport> {
+    let parts = insert_parts(s, policy, keys, values, mode);
+    insert_outcome(keys, parts.report, parts.not_stored, parts.cause)
+}
+
+/// What a routed insert under the growth policy did, in the caller's
+/// positions (not yet sorted).
+#[derive(Default)]
+pub(crate) struct Parts {
+    pub(crate) report: InsertReport,
+    pub(crate) not_stored: Vec<usize>,
+    /// The first sub-table's failure.
+    pub(crate) cause: Option<Error>,
+}
+
+impl Parts {
+    /// Adds a sub-table's (or a part of the batch's) outcome, whose
+    /// positions map to the caller's through `pos`.
+    pub(crate) fn add(&mut self, out: SubOutcome, pos: impl Fn(usize) -> usize) {
+        self.report += out.report;
+        self.not_stored.extend(out.not_stored.iter().map(|&j| pos(j)));
+        if self.cause.is_none() {
+            self.cause = out.cause;
+        }
+    }
+}
+
+/// The body of [`insert_with`]: what each sub-table stored, and refused.
+pub(crate) fn insert_parts<K: Key, V: Value, S: SubTables<K, V>>(
+    s: &mut S,
+    policy: Policy,
+    keys: &[K],
+    values: &[V],
+    mode: InsertMode,
+) -> Parts {
     let part = Partition::new(&s.router(), keys);
-    let mut report = InsertReport::default();
-    let mut not_stored: Vec<usize> = Vec::new();
-    let mut cause: Option<Error> = None;
-    for i in s.visit_order(part.touched()) {
+    let mut parts = Parts::default();
+    for i in s.visit_sized(part.touched(), &|i| part.positions(i).len(), Access::Write) {
         let (k, v) = (part.gather(i, keys), part.gather(i, values));
-        let mut out = s.with_sub(i, |t| Ok(sub_insert(t, policy, &k, &v, mode)))?;
-        if out.cause.is_some() && !out.not_stored.is_empty() {
-            // Redo this sub-table alone, with what the others held freed.
-            s.make_room(i);
-            let kk: Vec<K> = out.not_stored.iter().map(|&j| k[j]).collect();
-            let vv: Vec<V> = out.not_stored.iter().map(|&j| v[j]).collect();
-            let again = s.with_sub(i, |t| Ok(sub_insert(t, policy, &kk, &vv, mode)))?;
+        let out = match s.with_sub(i, |t| Ok(sub_insert(t, policy, &k, &v, mode))) {
+            Ok(out) => out,
+            Err(e) => SubOutcome { report: InsertReport::default(), not_stored: (0..k.len()).collect(), cause: Some(e) },
+        };
+        let out = retry_alone(s, i, policy, out, |j| (k[j], v[j]), mode);
+        let pos = part.positions(i);
+        parts.add(out, |j| pos[j]);
+    }
+    parts
+}
+
+/// A sub-table's insert that failed (a cause, with positions not stored)
+/// is redone once on the sub-table alone, after [`SubTables::make_room`]
+/// freed what the others held. `pair(j)` is the pair at the sub-batch's
+/// position `j`.
+pub(crate) fn retry_alone<K: Key, V: Value, S: SubTables<K, V>>(
+    s: &mut S,
+    i: usize,
+    policy: Policy,
+    mut out: SubOutcome,
+    pair: impl Fn(usize) -> (K, V),
+    mode: InsertMode,
+) -> SubOutcome {
+    if out.cause.is_none() || out.not_stored.is_empty() {
+        return out;
+    }
+    s.make_room(i);
+    let (kk, vv): (Vec<K>, Vec<V>) = out.not_stored.iter().map(|&j| pair(j)).unzip();
+    match s.with_sub(i, |t| Ok(sub_insert(t, policy, &kk, &vv, mode))) {
+        Ok(again) => {
             out.report += again.report;
             out.not_stored = again.not_stored.iter().map(|&j| out.not_stored[j]).collect();
             out.cause = again.cause;
         }
-        report += out.report;
-        let pos = part.positions(i);
-        not_stored.extend(out.not_stored.iter().map(|&j| pos[j]));
-        if cause.is_none() {
-            cause = out.cause;
+        Err(e) => out.cause = Some(e),
+    }
+    out
+}
+
+/// Groups `order` (pages in visiting order, with `counts[p]` keys each)
+/// into consecutive runs of at most `cap` keys, each worked on with one
+/// fill of the routing buffers. A page with more than `cap` keys makes a
+/// group of its own (the caller sizes its buffers for the largest group).
+pub(crate) fn page_groups(order: &[usize], counts: &[usize], cap: usize) -> Vec<Vec<usize>> {
+    let mut groups: Vec<Vec<usize>> = Vec::new();
+    let mut keys = 0usize;
+    for &p in order {
+        match groups.last_mut() {
+            Some(g) if keys + counts[p] <= cap => {
+                g.push(p);
+                keys += counts[p];
+            }
+            _ => {
+                groups.push(vec![p]);
+                keys = counts[p];
+            }
         }
     }
-    insert_outcome(keys, report, not_stored, cause)
+    groups
 }
 
 /// The outcome of a routed insert under the growth policy (see
@@ -490,6 +583,20 @@ mod tests {
         }
         assert!(seen.iter().all(|&s| s));
         assert_eq!(p.touched(), vec![0, 1, 2, 3, 4]);
+    }
+
+    #[test]
+    fn page_groups_keep_order_and_fit() {
+        let counts = [5, 0, 7, 3, 9, 1];
+        let order = [4, 0, 2, 3, 5];
+        let g = page_groups(&order, &counts, 10);
+        assert_eq!(g, vec![vec![4], vec![0], vec![2, 3], vec![5]]);
+        // Every page once, in order; a group over the cap only when one page is.
+        assert_eq!(g.concat(), order.to_vec());
+        assert!(g.iter().all(|g| g.len() == 1 || g.iter().map(|&p| counts[p]).sum::<usize>() <= 10));
+        assert_eq!(page_groups(&order, &counts, 100), vec![order.to_vec()]);
+        assert_eq!(page_groups(&order, &counts, 1).len(), order.len());
+        assert!(page_groups(&[], &counts, 10).is_empty());
     }
 
     #[test]

@@ -55,7 +55,7 @@
 
 use std::sync::{Mutex, MutexGuard};
 
-use super::{Router, SubTables};
+use super::{Access, Router, SubTables};
 use crate::backend::cpu::CpuTable;
 use crate::backend::{Backend, Config, InsertMode, RawInsert};
 use crate::core::keys::{Key, Value};
@@ -108,15 +108,20 @@ pub struct Paging {
     /// Whether bulk calls pipeline their pages (see [`Paging::pipelined`]);
     /// `None`: where copies overlap work, which is on a GPU.
     pub pipeline: Option<bool>,
-    /// On CUDA, lookups and erases of at least this many keys are split by
-    /// page on the device (see [`Paging::device_split`]); `None`: 65,536.
+    /// On CUDA, bulk calls of at least this many keys are split by page on
+    /// the device (see [`Paging::device_split`]); `None`: 65,536.
     pub device_split: Option<usize>,
+    /// The cost of a key worked on in host memory, in bus bytes, against
+    /// which a page a call touches with few keys is not brought in (see
+    /// [`Paging::sparse`]); `None`: [`Paging::SPARSE_BYTES_PER_KEY`] on
+    /// CUDA, never on the CPU.
+    pub sparse: Option<u64>,
 }
 
 impl Paging {
     /// `pages` pages, `resident` of them resident at a time, FIFO eviction.
     pub const fn new(pages: u32, resident: u32) -> Paging {
-        Paging { pages, resident, residency: Residency::Fifo, pipeline: None, device_split: None }
+        Paging { pages, resident, residency: Residency::Fifo, pipeline: None, device_split: None, sparse: None }
     }
     /// The eviction policy (default [`Residency::Fifo`]).
     pub const fn residency(mut self, residency: Residency) -> Paging {
@@ -136,21 +141,47 @@ impl Paging {
         self.pipeline = Some(on);
         self
     }
-    /// On CUDA, the smallest batch of lookups (`find`, `contains`) or
-    /// erases that is split by page on the device: the keys go to the GPU
-    /// once, a kernel sorts them by page, each page's kernel runs on its
-    /// range, and the results come back in batch order, so the host makes
-    /// one copy each way instead of partitioning, gathering and scattering
-    /// the batch. Smaller batches are split on the host, where a few passes
-    /// over them cost less than the launches and synchronisations. Default
-    /// 65,536 keys; `usize::MAX` splits every batch on the host. A batch's
-    /// device scratch (about 26 bytes a key for `u32` keys and values) may
-    /// reach the resident pages' bytes; a larger batch is split in waves,
-    /// each visiting the pages it touches. No effect on the CPU.
+    /// On CUDA, the smallest batch of any bulk operation (inserts with
+    /// their growth, lookups, erases) that is split by page on the device:
+    /// the keys (and values) go to the GPU once, a kernel groups them by
+    /// page, each page's kernels run on its range (inserts grow the page
+    /// alone, as on the host), and results come back in batch order, so
+    /// the host makes one copy each way instead of partitioning, gathering
+    /// and scattering the batch. Smaller batches are split on the host,
+    /// where a few passes over them cost less than the launches and
+    /// synchronisations. Default 65,536 keys; `usize::MAX` splits every
+    /// batch on the host. A batch's device scratch (up to 22 bytes a key
+    /// for `u32` keys and values) may reach the resident pages' bytes: the
+    /// keys and results of a batch stay on the device while its pages are
+    /// worked on in groups that fit the rest, so each page is visited once;
+    /// only a batch whose keys and results alone pass three quarters of
+    /// that is split in waves, each visiting the pages it touches. A split
+    /// that finds no device memory for its scratch runs on the host
+    /// instead. No effect on the CPU.
     pub const fn device_split(mut self, min_keys: usize) -> Paging {
         self.device_split = Some(min_keys);
         self
     }
+    /// A page a call would bring in costs the bus its bytes (twice when
+    /// the call changes it: it goes back). A page the call touches with so
+    /// few keys that `keys * bytes_per_key` is less is worked on where it
+    /// lies in host memory instead, by the host's cores, and is neither
+    /// brought in nor evicts another ([`PagingStats::in_place`]); so a
+    /// sparse batch, or the cold tail of a skewed one, leaves the hot
+    /// pages resident. The keys of such a page (and the results) cross the
+    /// bus when the batch was split on the device. `0` works on every
+    /// non-resident page in place; `u64::MAX` brings every page in.
+    /// Default: [`Paging::SPARSE_BYTES_PER_KEY`] on CUDA; on the CPU, where
+    /// a resident page is itself a copy in host memory, pages are always
+    /// brought in unless this is set.
+    pub const fn sparse(mut self, bytes_per_key: u64) -> Paging {
+        self.sparse = Some(bytes_per_key);
+        self
+    }
+    /// The default of [`Paging::sparse`] on CUDA, from the crossover
+    /// measured in BENCHMARKS.md.
+    pub const SPARSE_BYTES_PER_KEY: u64 = 256;
+
     fn validate(&self) -> Result<()> {
         if self.pages == 0 || self.resident == 0 || self.resident > self.pages {
             return Err(Error::Unsupported(format!(
@@ -178,6 +209,9 @@ pub struct PagingStats {
     /// Page rebuilds that changed a page's slot count (growth, or a whole
     /// table rehash), one page at a time.
     pub pages_resized: u64,
+    /// Non-resident pages a call touched with too few keys to bring them
+    /// in, worked on in host memory instead (see [`Paging::sparse`]).
+    pub in_place: u64,
 }
 
 /// A page in a resident slot.
@@ -303,6 +337,12 @@ struct PageSet<K: Key, V: Value> {
     upcoming: std::collections::VecDeque<usize>,
     /// A table that left its slot, kept to receive the next page.
     spare: Option<Box<dyn Backend<K, V>>>,
+    /// Bus bytes a key worked on in host memory costs (see [`Paging::sparse`]).
+    sparse: u64,
+    /// Bytes of a slot.
+    slot_bytes: u64,
+    /// The pages the current call works on in place (not brought in).
+    in_place: Vec<bool>,
     clock: u64,
     stats: PagingStats,
     transport: Box<dyn Transport<K, V>>,
@@ -430,15 +470,40 @@ impl<K: Key, V: Value> SubTables<K, V> for PageSet<K, V> {
 
     /// Resident pages first (ascending), then the others (ascending).
     fn visit_order(&mut self, subs: Vec<usize>) -> Vec<usize> {
+        self.visit_sized(subs, &|_| usize::MAX, Access::Read)
+    }
+
+    /// As `visit_order`, then the pages worked on in place (ascending):
+    /// those not resident whose keys cost less in host memory than the
+    /// page's bytes on the bus. They are not prefetched.
+    fn visit_sized(&mut self, subs: Vec<usize>, keys: &dyn Fn(usize) -> usize, access: Access) -> Vec<usize> {
+        let trips = if access == Access::Write { 2 } else { 1 };
+        self.in_place.iter_mut().for_each(|x| *x = false);
         let (mut order, rest): (Vec<usize>, Vec<usize>) = subs.into_iter().partition(|&i| self.slot_of[i].is_some());
-        order.extend(rest);
+        for i in rest {
+            let bus = self.host[i].slots().saturating_mul(self.slot_bytes).saturating_mul(trips);
+            self.in_place[i] = (keys(i) as u64).saturating_mul(self.sparse) < bus;
+            if !self.in_place[i] {
+                order.push(i);
+            }
+        }
         if self.pipeline {
             self.upcoming = order.iter().copied().collect();
         }
+        order.extend((0..self.in_place.len()).filter(|&i| self.in_place[i]));
         order
     }
 
     fn with_sub<R>(&mut self, i: usize, mut f: impl FnMut(&mut dyn Backend<K, V>) -> Result<(R, bool)>) -> Result<R> {
+        if self.in_place[i] && self.slot_of[i].is_none() {
+            // Too few keys to bring it in: the host page is the page.
+            self.stats.in_place += 1;
+            let t = &mut *self.host[i];
+            let slots_before = t.slots();
+            let r = f(t)?.0;
+            self.stats.pages_resized += (t.slots() != slots_before) as u64;
+            return Ok(r);
+        }
         if self.upcoming.front() == Some(&i) {
             self.upcoming.pop_front();
         }
@@ -561,6 +626,9 @@ impl<K: Key, V: Value> PagedTable<K, V> {
             pipeline: paging.pipeline.unwrap_or_else(|| transport.overlaps()),
             upcoming: Default::default(),
             spare: None,
+            sparse: paging.sparse.unwrap_or(if transport.overlaps() { Paging::SPARSE_BYTES_PER_KEY } else { u64::MAX }),
+            slot_bytes: <K::Word<V> as crate::core::layout::Word>::BYTES as u64,
+            in_place: vec![false; pages],
             clock: 0,
             stats: PagingStats::default(),
             transport,
@@ -628,6 +696,10 @@ impl<K: Key, V: Value> PagedTable<K, V> {
     /// Insert under the table's growth policy, each page growing alone
     /// (see [`super::insert_with`] for the outcomes).
     pub(crate) fn insert_with(&mut self, policy: Policy, keys: &[K], values: &[V], mode: InsertMode) -> Result<InsertReport> {
+        #[cfg(feature = "cuda")]
+        if let Some(b) = self.batcher_for(keys.len()) {
+            return super::device::insert_with(b, &mut *self.lock(), policy, keys, values, mode);
+        }
         super::insert_with(self.set_mut(), policy, keys, values, mode)
     }
 

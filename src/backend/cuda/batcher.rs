@@ -8,16 +8,21 @@
 //! device:
 //!
 //! ```text
-//!  host keys --par copy--> pinned --H2D--> keys --gh_page_count--> page of each key, keys per page
-//!                                                                          | prefix sums (host, one small read)
-//!                          keys, page --gh_page_scatter--> keys by page + their batch positions
-//!  per page (resident or brought in): the page table's own kernel on its range of keys by page
-//!  results by page --gh_page_unpermute--> results in batch order --D2H--> pinned --par copy--> caller
+//!  host keys (values) --par copy--> pinned --H2D--> wave keys --gh_page_count--> keys per page (one small read)
+//!  pages in visiting order, packed into groups that fit the scratch:
+//!    wave keys --gh_page_scatter (the group's pages)--> keys (values) by page + their wave positions
+//!    per page (resident or brought in): the page table's own kernel on its range of keys by page
+//!    results by page --gh_page_unpermute--> results in wave order
+//!  results in wave order --D2H--> pinned --par copy--> caller
 //! ```
 //!
-//! The batch positions are 32-bit, and a batch's device scratch is bounded
-//! ([`Batcher::wave`]): a larger batch is worked on in waves, each visiting
-//! the pages it touches.
+//! The wave positions are 32-bit, and a call's device scratch is bounded
+//! ([`Batcher::sizes`]). A wave's keys and results stay on the device for
+//! the whole wave while its pages are worked on a group at a time, so a
+//! batch larger than the scratch for keys by page still visits each page
+//! once (splitting it by position instead would bring every page in once
+//! per part). Only a batch whose keys and results alone pass the
+//! allowance is split into waves.
 
 use std::mem::size_of;
 use std::ops::Range;
@@ -39,34 +44,82 @@ use crate::{Device, Result};
 /// pipeline's threshold, for the same reasons).
 pub(crate) const MIN_KEYS: usize = super::staging::STAGE_MIN_KEYS;
 
-/// Device scratch per key of a routed lookup: the keys and their pages,
-/// then the keys by page and their positions, then results by page and in
-/// batch order (a value and a found byte each).
-fn scratch_per_key<K: Key, V: Value>() -> usize {
-    2 * size_of::<K>() + 2 * 4 + 2 * (size_of::<V>() + 1)
+/// What a routed call keeps on the device besides the keys, which decides
+/// its scratch per key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Carry {
+    /// Values in (inserts).
+    Values,
+    /// Values and found flags out (`find`).
+    Found,
+    /// Found flags out (`contains`).
+    Flags,
+    /// Nothing besides the keys (`erase`).
+    Keys,
 }
 
-/// A batch's keys grouped by page on the device.
-pub(crate) struct Routed<K: Key> {
+impl Carry {
+    /// Bytes per key held for a whole wave: the keys, and the values in or
+    /// the results out in batch order.
+    fn wave_bytes<K: Key, V: Value>(self) -> usize {
+        size_of::<K>()
+            + match self {
+                Carry::Values => size_of::<V>(),
+                Carry::Found => size_of::<V>() + 1,
+                Carry::Flags => 1,
+                Carry::Keys => 0,
+            }
+    }
+    /// Bytes per key of a group: the keys by page, their positions, and
+    /// their values or results by page.
+    fn group_bytes<K: Key, V: Value>(self) -> usize {
+        4 + self.wave_bytes::<K, V>()
+    }
+}
+
+/// A wave of a batch on the device: its keys (and values) in batch order,
+/// and how many fall in each page.
+pub(crate) struct Wave<K: Key, V: Value> {
+    keys: CudaSlice<K>,
+    values: Option<CudaSlice<V>>,
+    /// Keys of each page.
+    pub(crate) counts: Vec<usize>,
+    seed: u64,
+}
+
+impl<K: Key, V: Value> Wave<K, V> {
+    pub(crate) fn len(&self) -> usize {
+        self.keys.len()
+    }
+}
+
+/// A group of a wave's pages, keys grouped by page on the device. Its
+/// buffers hold the largest group of the wave and are refilled per group,
+/// so nothing is allocated once pages are being worked on.
+pub(crate) struct Routed<K: Key, V: Value> {
     /// The keys, page by page (batch order within a warp's share).
     pub(crate) keys: CudaSlice<K>,
-    /// The batch position of each of `keys`.
-    pos: CudaSlice<u32>,
-    /// Page `p`'s keys are `keys[starts[p]..starts[p + 1]]`.
+    /// Their values, for inserts.
+    pub(crate) values: Option<CudaSlice<V>>,
+    /// The wave position of each of `keys`.
+    pub(crate) pos: CudaSlice<u32>,
+    /// Page `p`'s keys are `keys[starts[p]..starts[p + 1]]` (empty for a
+    /// page outside the group).
     starts: Vec<usize>,
+    /// Each page's place in the group (`u32::MAX`: not in it), and the
+    /// group's cursors.
+    slot: CudaSlice<u32>,
+    cursor: CudaSlice<u32>,
 }
 
-impl<K: Key> Routed<K> {
-    /// Pages with at least one key, ascending.
-    pub(crate) fn touched(&self) -> Vec<usize> {
-        (0..self.starts.len() - 1).filter(|&p| self.starts[p + 1] > self.starts[p]).collect()
-    }
+impl<K: Key, V: Value> Routed<K, V> {
     /// Page `p`'s range of the keys by page.
     pub(crate) fn range(&self, p: usize) -> Range<usize> {
         self.starts[p]..self.starts[p + 1]
     }
+    /// Keys in the group.
     fn len(&self) -> usize {
-        self.keys.len()
+        self.starts.last().copied().unwrap_or(0)
     }
 }
 
@@ -106,10 +159,18 @@ impl Batcher {
         kernels(&self.ctx, K::BITS, V::KIND, self.scheme)
     }
 
-    /// Keys per wave: the scratch of a wave within the budget given at
-    /// creation, at least 2^22 keys, and 32-bit positions.
-    pub(crate) fn wave<K: Key, V: Value>(&self) -> usize {
-        (self.wave_bytes / scratch_per_key::<K, V>()).clamp(1 << 22, u32::MAX as usize)
+    /// The sizes of a call of `n` keys carrying `carry`: keys per wave and
+    /// keys per group of pages. A wave holds its keys and results for the
+    /// whole wave (three quarters of the scratch allowance at most), a
+    /// group's buffers take the rest; so a batch larger than a group is
+    /// still one wave, and visits each page once, as long as its keys and
+    /// results fit. At least 2^22 keys each; 32-bit positions.
+    pub(crate) fn sizes<K: Key, V: Value>(&self, n: usize, carry: Carry) -> (usize, usize) {
+        const MIN: usize = 1 << 22;
+        let (w, g) = (carry.wave_bytes::<K, V>(), carry.group_bytes::<K, V>());
+        let wave = (self.wave_bytes / 4 * 3 / w).clamp(MIN, u32::MAX as usize).min(n.max(1));
+        let group = (self.wave_bytes.saturating_sub(wave * w) / g).max(MIN).min(wave);
+        (wave, group)
     }
 
     /// Uninitialised device memory for `n` items.
@@ -161,98 +222,155 @@ impl Batcher {
         })
     }
 
-    /// Keys in device memory, on the host.
-    pub(crate) fn download_keys<K: Key>(&self, src: &CudaView<'_, K>) -> Result<Vec<K>> {
-        let mut out = vec![K::from_u64(0); src.len()];
-        self.stream.memcpy_dtoh(src, &mut out).map_err(|e| self.err(e))?;
+    /// Items in device memory, on the host.
+    pub(crate) fn download<T: DeviceRepr>(&self, src: &CudaView<'_, T>) -> Result<Vec<T>> {
+        let out = self.stream.clone_dtoh(src).map_err(|e| self.err(e))?;
         self.stream.synchronize().map_err(|e| self.err(e))?;
         Ok(out)
     }
 
-    /// Splits `keys` by `router`'s pages on the device. Needs
-    /// `keys.len() <= u32::MAX` (the caller waves larger batches).
-    pub(crate) fn route<K: Key, V: Value>(&self, router: Router, keys: &[K]) -> Result<Routed<K>> {
+    /// Uploads a wave of `keys` (and `values`) and counts its keys by
+    /// `router`'s pages. Needs `keys.len() <= u32::MAX`.
+    pub(crate) fn load<K: Key, V: Value>(&self, router: Router, keys: &[K], values: Option<&[V]>) -> Result<Wave<K, V>> {
         let n = keys.len();
         let pages = router.count();
         let k = self.kernels::<K, V>()?;
         let e = |e| self.err(e);
         let d_keys = self.upload(keys)?;
-        let mut page = self.alloc::<u32>(n)?;
+        let d_values = match values {
+            Some(v) => Some(self.upload(v)?),
+            None => None,
+        };
         crate::fault::alloc_point(4 * pages as u64, self.device())?;
         let mut hist = self.stream.alloc_zeros::<u32>(pages).map_err(e)?;
         let (n64, seed, pages64) = (n as u64, router.seed(), pages as u64);
         let mut b = self.stream.launch_builder(&k.page.count);
-        b.arg(&d_keys).arg(&n64).arg(&seed).arg(&pages64).arg(&mut page).arg(&mut hist);
-        // Safety: matches gh_page_count; `page` holds n items, `hist` `pages`.
+        b.arg(&d_keys).arg(&n64).arg(&seed).arg(&pages64).arg(&mut hist);
+        // Safety: matches gh_page_count; `hist` holds `pages` counters.
         unsafe { b.launch(grid(n64, self.sms)) }.map_err(e)?;
         let counts = self.stream.clone_dtoh(&hist).map_err(e)?;
         self.stream.synchronize().map_err(e)?;
-        let mut starts = Vec::with_capacity(pages + 1);
-        starts.push(0usize);
-        for c in &counts {
-            starts.push(starts.last().copied().unwrap_or(0) + *c as usize);
-        }
-        let cursor_host: Vec<u32> = starts[..pages].iter().map(|&s| s as u32).collect();
-        let mut cursor = self.stream.clone_htod(&cursor_host).map_err(e)?;
-        let mut sorted = self.alloc::<K>(n)?;
-        let mut pos = self.alloc::<u32>(n)?;
-        let mut b = self.stream.launch_builder(&k.page.scatter);
-        b.arg(&d_keys).arg(&page).arg(&n64).arg(&mut cursor).arg(&mut sorted).arg(&mut pos);
-        // Safety: matches gh_page_scatter; the counts place every key inside
-        // `sorted` and `pos` (n items each).
-        unsafe { b.launch(grid(n64, self.sms)) }.map_err(e)?;
-        // The page tables' streams read these next.
-        self.stream.synchronize().map_err(e)?;
-        Ok(Routed { keys: sorted, pos, starts })
+        Ok(Wave { keys: d_keys, values: d_values, counts: counts.into_iter().map(|c| c as usize).collect(), seed })
     }
 
-    /// Puts results by page (`values`, optional, and `found`) back in batch
-    /// order into the caller's slices.
-    pub(crate) fn unpermute<K: Key, V: Value>(
-        &self,
-        routed: &Routed<K>,
-        values: Option<(&CudaSlice<V>, &mut [V])>,
-        found: (&CudaSlice<u8>, &mut [bool]),
-    ) -> Result<()> {
-        let n = routed.len();
+    /// Buffers for the groups of `wave`, each of at most `keys` keys.
+    pub(crate) fn group_buffers<K: Key, V: Value>(&self, wave: &Wave<K, V>, keys: usize) -> Result<Routed<K, V>> {
+        let pages = wave.counts.len();
+        Ok(Routed {
+            keys: self.alloc::<K>(keys)?,
+            values: match wave.values {
+                Some(_) => Some(self.alloc::<V>(keys)?),
+                None => None,
+            },
+            pos: self.alloc::<u32>(keys)?,
+            starts: vec![0; pages + 1],
+            slot: self.alloc::<u32>(pages)?,
+            cursor: self.alloc::<u32>(pages)?,
+        })
+    }
+
+    /// Fills `r` with the keys of `group` (pages of `wave`; their keys fit
+    /// its buffers), grouped by page in the group's order.
+    pub(crate) fn route<K: Key, V: Value>(&self, wave: &Wave<K, V>, group: &[usize], r: &mut Routed<K, V>) -> Result<()> {
+        let pages = wave.counts.len();
         let k = self.kernels::<K, V>()?;
         let e = |e| self.err(e);
-        let mut out_f = self.alloc::<u8>(n)?;
-        let mut out_v = match values {
-            Some(_) => Some(self.alloc::<V>(n)?),
-            None => None,
+        let mut slot = vec![u32::MAX; pages];
+        let mut cursor = Vec::with_capacity(group.len());
+        r.starts = vec![0; pages + 1];
+        let mut at = 0usize;
+        for (i, &p) in group.iter().enumerate() {
+            slot[p] = i as u32;
+            cursor.push(at as u32);
+            at += wave.counts[p];
+        }
+        assert!(at <= r.keys.len(), "a group's keys fit its buffers");
+        // Ranges by page index (the group's pages need not be ascending).
+        let mut begin = vec![0usize; pages];
+        for (&p, &c) in group.iter().zip(&cursor) {
+            begin[p] = c as usize;
+        }
+        for p in 0..pages {
+            let len = if slot[p] == u32::MAX { 0 } else { wave.counts[p] };
+            r.starts[p] = begin[p];
+            r.starts[p + 1] = begin[p] + len;
+        }
+        self.stream.memcpy_htod(&slot, &mut r.slot).map_err(e)?;
+        self.stream.memcpy_htod(&cursor, &mut r.cursor.slice_mut(0..group.len())).map_err(e)?;
+        let (n64, pages64) = (wave.len() as u64, pages as u64);
+        let null = 0u64;
+        let mut b = self.stream.launch_builder(&k.page.scatter);
+        b.arg(&wave.keys);
+        match &wave.values {
+            Some(v) => b.arg(v),
+            None => b.arg(&null),
         };
-        let n64 = n as u64;
+        b.arg(&n64).arg(&wave.seed).arg(&pages64).arg(&r.slot).arg(&mut r.cursor).arg(&mut r.keys);
+        match &mut r.values {
+            Some(v) => b.arg(v),
+            None => b.arg(&null),
+        };
+        b.arg(&mut r.pos);
+        // Safety: matches gh_page_scatter; the counts place every key of
+        // the group inside `keys`, `values` and `pos`.
+        unsafe { b.launch(grid(n64, self.sms)) }.map_err(e)?;
+        // The page tables' streams read these next.
+        self.stream.synchronize().map_err(e)
+    }
+
+    /// Puts a group's results by page (`values`, optional, and `found`)
+    /// back in wave order into `out_values` and `out_found`.
+    pub(crate) fn unpermute<K: Key, V: Value>(
+        &self,
+        r: &Routed<K, V>,
+        values: Option<(&CudaSlice<V>, &mut CudaSlice<V>)>,
+        found: (&CudaSlice<u8>, &mut CudaSlice<u8>),
+    ) -> Result<()> {
+        let n64 = r.len() as u64;
+        if n64 == 0 {
+            return Ok(());
+        }
+        let k = self.kernels::<K, V>()?;
         let null = 0u64;
         let mut b = self.stream.launch_builder(&k.page.unpermute);
-        b.arg(&routed.pos).arg(&n64);
-        match (&values, &mut out_v) {
-            (Some((v, _)), Some(o)) => b.arg(*v).arg(found.0).arg(o),
-            _ => b.arg(&null).arg(found.0).arg(&null),
+        b.arg(&r.pos).arg(&n64);
+        match values {
+            Some((v, o)) => b.arg(v).arg(found.0).arg(o),
+            None => b.arg(&null).arg(found.0).arg(&null),
         };
-        b.arg(&mut out_f);
-        // Safety: matches gh_page_unpermute; positions are a permutation of
-        // 0..n and every array holds n items (the null pointers are skipped).
-        unsafe { b.launch(grid(n64, self.sms)) }.map_err(e)?;
-        let vbytes = if values.is_some() { n * size_of::<V>() } else { 0 };
+        b.arg(found.1);
+        // Safety: matches gh_page_unpermute; the positions are distinct and
+        // below the wave's length, which the outputs hold; the inputs hold
+        // the group's keys (the null pointers are skipped).
+        unsafe { b.launch(grid(n64, self.sms)) }.map_err(|e| self.err(e))?;
+        Ok(())
+    }
+
+    /// Copies a wave's results (`values`, optional, and `found`) into the
+    /// caller's slices.
+    pub(crate) fn download_results<V: Value>(&self, values: Option<(&CudaSlice<V>, &mut [V])>, found: (&CudaSlice<u8>, &mut [bool])) -> Result<()> {
+        let n = found.1.len();
+        let e = |e| self.err(e);
+        let vbytes = values.as_ref().map_or(0, |(_, v)| v.len() * size_of::<V>());
         self.with_pinned(vbytes + n, |pinned| {
             let Some(p) = pinned else {
                 // No pinned memory: pageable copies.
-                if let (Some((_, dst)), Some(o)) = (values, &out_v) {
-                    self.stream.memcpy_dtoh(o, dst).map_err(e)?;
+                if let Some((src, dst)) = values {
+                    self.stream.memcpy_dtoh(&src.slice(0..dst.len()), dst).map_err(e)?;
                 }
-                let flags = self.stream.clone_dtoh(&out_f).map_err(e)?;
+                let flags = self.stream.clone_dtoh(&found.0.slice(0..n)).map_err(e)?;
                 self.stream.synchronize().map_err(e)?;
                 par_flags(found.1, &flags);
                 return Ok(());
             };
             let buf = p.as_mut_slice().map_err(e)?;
-            if let Some(o) = &out_v {
-                let (ptr, _record) = o.device_ptr(&self.stream);
-                // Safety: `buf` holds vbytes + n bytes; read only after the synchronisation below.
+            if let Some((src, _)) = &values {
+                let (ptr, _record) = src.device_ptr(&self.stream);
+                // Safety: `buf` holds vbytes + n bytes and `src` at least
+                // vbytes; read only after the synchronisation below.
                 unsafe { cu::memcpy_dtoh_async(&mut buf[..vbytes], ptr, self.stream.cu_stream()) }.map_err(e)?;
             }
-            let (ptr, _record) = out_f.device_ptr(&self.stream);
+            let (ptr, _record) = found.0.device_ptr(&self.stream);
             // Safety: as above.
             unsafe { cu::memcpy_dtoh_async(&mut buf[vbytes..vbytes + n], ptr, self.stream.cu_stream()) }.map_err(e)?;
             self.stream.synchronize().map_err(e)?;

@@ -96,8 +96,8 @@ fn check_unified(ctx: &Arc<CudaContext>) -> Result<()> {
 
 impl Slots {
     /// `bytes` bytes of EMPTY slots (every bit set) in `memory`, after
-    /// checking that the device has that much free: managed memory in
-    /// particular must never oversubscribe the GPU.
+    /// checking that the device has that much free (device memory) or that
+    /// much in all (managed memory).
     pub(crate) fn alloc(ctx: &Arc<CudaContext>, stream: &Arc<CudaStream>, bytes: u64, memory: Memory) -> Result<Slots> {
         let ordinal = ctx.ordinal();
         let e = |e| driver_error(ordinal, e);
@@ -105,8 +105,14 @@ impl Slots {
         if memory == Memory::Unified {
             check_unified(ctx)?;
         }
-        let (free, _) = ctx.mem_get_info().map_err(e)?;
-        if bytes > free as u64 {
+        // Managed pages may be evicted to the host while others are in use,
+        // so managed slots may take more than the free device memory (when
+        // other allocations crowd the GPU; the driver then migrates pages on
+        // demand, slowly), but never more than the whole device: a table
+        // larger than the GPU is the paged table's job.
+        let (free, total) = ctx.mem_get_info().map_err(e)?;
+        let room = if memory == Memory::Unified { total } else { free };
+        if bytes > room as u64 {
             return Err(Error::OutOfMemory { bytes, device: Device::Cuda(ordinal).to_string() });
         }
         let slots = match memory {
