@@ -58,3 +58,9 @@ conformance_suite!(cuda_split_cuckoo, Device::Cuda(0), Scheme::Cuckoo, paged: CU
 conformance_suite!(paged_sparse_linear, Device::Cpu, Scheme::Linear, paged: SPARSE_ALL);
 conformance_suite!(paged_sparse_two_level, Device::Cpu, Scheme::TwoLevel, paged: SPARSE_MIXED);
 conformance_suite!(cuda_sparse_robin_hood, Device::Cuda(0), Scheme::RobinHood, paged: SPARSE_MIXED.device_split(1));
+// Every lookup of a page not resident read by the GPU where the page lies
+// (zero-copy); writes bring pages in. The bounded schemes, whose lookups
+// also read their scheme words.
+const ZERO_COPY_ALL: Paging = CUDA_FIFO.device_split(1).zero_copy(0).sparse(u64::MAX);
+conformance_suite!(cuda_zero_copy_cuckoo, Device::Cuda(0), Scheme::Cuckoo, paged: ZERO_COPY_ALL);
+conformance_suite!(cuda_zero_copy_two_level, Device::Cuda(0), Scheme::TwoLevel, paged: ZERO_COPY_ALL);

@@ -14,6 +14,7 @@
 use cudarc::driver::CudaSlice;
 
 use crate::backend::cuda::batcher::{Batcher, Carry, Routed, Wave};
+use crate::backend::cuda::paging::HostPage;
 use crate::backend::cuda::{CudaTable, DeviceBatch};
 use crate::backend::{Backend, InsertMode};
 use crate::core::keys::{Key, Value};
@@ -27,9 +28,11 @@ use super::{page_groups, Access, Parts, SubOutcome, SubTables};
 enum On<'a, K: Key, V: Value> {
     /// A resident device table: its range of the keys by page is on the device.
     Device(&'a mut CudaTable<K, V>),
-    /// The page in host memory (no device memory for it): its keys (and
-    /// values), brought back.
+    /// The page in host memory (too sparse to bring in, or no device
+    /// memory for it): its keys (and values), brought back.
     Host(&'a mut dyn Backend<K, V>, Vec<K>, Vec<V>),
+    /// A lookup's page in host memory, which the GPU reads where it lies.
+    Mapped(&'a HostPage<K, V>),
 }
 
 /// The buffers of one wave: the wave on the device, its group buffers, and
@@ -56,7 +59,7 @@ fn load<K: Key, V: Value, S: SubTables<K, V>, T>(
     let wave = b.load(s.router(), keys, values)?;
     let (_, cap) = b.sizes::<K, V>(keys.len(), carry);
     let touched: Vec<usize> = (0..wave.counts.len()).filter(|&p| wave.counts[p] > 0).collect();
-    let access = if carry == Carry::Values || carry == Carry::Keys { Access::Write } else { Access::Read };
+    let access = if carry == Carry::Values || carry == Carry::Keys { Access::Write } else { Access::ReadOnDevice };
     let order = s.visit_sized(touched, &|p| wave.counts[p], access);
     let groups = page_groups(&order, &wave.counts, cap);
     let largest = groups.iter().map(|g| g.iter().map(|&p| wave.counts[p]).sum::<usize>()).max().unwrap_or(0);
@@ -78,6 +81,7 @@ fn each_page<K: Key, V: Value, S: SubTables<K, V>, T, R>(
     mut fold: impl FnMut(usize, R),
 ) -> Result<()> {
     let groups = std::mem::take(&mut l.groups);
+    let read = l.access == Access::ReadOnDevice;
     for group in &groups {
         b.route(&l.wave, group, &mut l.routed)?;
         for p in s.visit_sized(group.clone(), &|p| l.wave.counts[p], l.access) {
@@ -87,6 +91,8 @@ fn each_page<K: Key, V: Value, S: SubTables<K, V>, T, R>(
                 if t.as_any().is::<CudaTable<K, V>>() {
                     let ct = t.as_any_mut().downcast_mut::<CudaTable<K, V>>().expect("checked above");
                     op(On::Device(ct), routed, extra, r.clone())
+                } else if let Some(hp) = t.as_any().downcast_ref::<HostPage<K, V>>().filter(|hp| read && hp.mapped()) {
+                    op(On::Mapped(hp), routed, extra, r.clone())
                 } else {
                     let keys = b.download(&routed.keys.slice(r.clone()))?;
                     let values = match &routed.values {
@@ -180,6 +186,15 @@ fn lookup_wave<K: Key, V: Value, S: SubTables<K, V>>(
                 };
                 Ok((h, false))
             }
+            On::Mapped(page) => {
+                let mut sf = bp.found.slice_mut(r.clone());
+                let keys = routed.keys.slice(r.clone());
+                let h = match &mut bp.values {
+                    Some(sv) => page.find_in_place(b.stream(), &keys, Some(&mut sv.slice_mut(r)), &mut sf)?,
+                    None => page.find_in_place(b.stream(), &keys, None, &mut sf)?,
+                };
+                Ok((h, false))
+            }
             On::Host(t, keys, _) => {
                 let mut hf = vec![false; keys.len()];
                 let h = match &mut bp.values {
@@ -235,6 +250,7 @@ pub(crate) fn erase<K: Key, V: Value, S: SubTables<K, V>>(b: &Batcher, s: &mut S
                 let n = match on {
                     On::Device(t) => t.erase_device(&routed.keys.slice(r))?,
                     On::Host(t, keys, _) => t.erase(&keys)?,
+                    On::Mapped(_) => unreachable!("erases work on host pages themselves"),
                 };
                 Ok((n, n > 0))
             },
@@ -291,6 +307,7 @@ pub(crate) fn insert_with<K: Key, V: Value, S: SubTables<K, V>>(
                         super::sub_insert_from(t, policy, &batch, mode)
                     }
                     On::Host(t, keys, values) => super::sub_insert(t, policy, &keys, &values, mode),
+                    On::Mapped(_) => unreachable!("inserts work on host pages themselves"),
                 };
                 let pos = if out.not_stored.is_empty() { Vec::new() } else { b.download(&routed.pos.slice(r))? };
                 Ok(((out, pos), changed))

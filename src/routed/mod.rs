@@ -179,7 +179,12 @@ impl Partition {
 /// written back, which doubles what bringing it in costs).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Access {
+    /// Lookups, with the keys on the host.
     Read,
+    /// Lookups with the keys on the GPU: a page left in host memory is
+    /// read there by the GPU (zero-copy).
+    ReadOnDevice,
+    /// Inserts and erases.
     Write,
 }
 

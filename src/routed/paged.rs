@@ -116,12 +116,16 @@ pub struct Paging {
     /// [`Paging::sparse`]); `None`: [`Paging::SPARSE_BYTES_PER_KEY`] on
     /// CUDA, never on the CPU.
     pub sparse: Option<u64>,
+    /// The same cost for a key a lookup split on the device reads from a
+    /// page in host memory with the GPU (see [`Paging::zero_copy`]);
+    /// `None`: [`Paging::ZERO_COPY_BYTES_PER_KEY`].
+    pub zero_copy: Option<u64>,
 }
 
 impl Paging {
     /// `pages` pages, `resident` of them resident at a time, FIFO eviction.
     pub const fn new(pages: u32, resident: u32) -> Paging {
-        Paging { pages, resident, residency: Residency::Fifo, pipeline: None, device_split: None, sparse: None }
+        Paging { pages, resident, residency: Residency::Fifo, pipeline: None, device_split: None, sparse: None, zero_copy: None }
     }
     /// The eviction policy (default [`Residency::Fifo`]).
     pub const fn residency(mut self, residency: Residency) -> Paging {
@@ -181,6 +185,20 @@ impl Paging {
     /// The default of [`Paging::sparse`] on CUDA, from the crossover
     /// measured in BENCHMARKS.md.
     pub const SPARSE_BYTES_PER_KEY: u64 = 256;
+    /// [`Paging::sparse`] for lookups split on the device (CUDA,
+    /// [`Paging::device_split`]): a page they touch with few keys is read
+    /// where it lies in host memory by the page's own lookup kernel, over
+    /// the bus (zero-copy, as NVIDIA's HierarchicalKV reads its values),
+    /// so such a lookup moves the buckets it probes instead of the page.
+    /// `bytes_per_key` is what a key costs that way, in bus bytes.
+    /// Default: [`Paging::ZERO_COPY_BYTES_PER_KEY`].
+    pub const fn zero_copy(mut self, bytes_per_key: u64) -> Paging {
+        self.zero_copy = Some(bytes_per_key);
+        self
+    }
+    /// The default of [`Paging::zero_copy`], from the crossover measured
+    /// in BENCHMARKS.md.
+    pub const ZERO_COPY_BYTES_PER_KEY: u64 = 64;
 
     fn validate(&self) -> Result<()> {
         if self.pages == 0 || self.resident == 0 || self.resident > self.pages {
@@ -337,8 +355,10 @@ struct PageSet<K: Key, V: Value> {
     upcoming: std::collections::VecDeque<usize>,
     /// A table that left its slot, kept to receive the next page.
     spare: Option<Box<dyn Backend<K, V>>>,
-    /// Bus bytes a key worked on in host memory costs (see [`Paging::sparse`]).
+    /// Bus bytes a key worked on in host memory costs (see [`Paging::sparse`]),
+    /// and one a lookup on the GPU reads from host memory ([`Paging::zero_copy`]).
     sparse: u64,
+    zero_copy: u64,
     /// Bytes of a slot.
     slot_bytes: u64,
     /// The pages the current call works on in place (not brought in).
@@ -478,11 +498,12 @@ impl<K: Key, V: Value> SubTables<K, V> for PageSet<K, V> {
     /// page's bytes on the bus. They are not prefetched.
     fn visit_sized(&mut self, subs: Vec<usize>, keys: &dyn Fn(usize) -> usize, access: Access) -> Vec<usize> {
         let trips = if access == Access::Write { 2 } else { 1 };
+        let per_key = if access == Access::ReadOnDevice { self.zero_copy } else { self.sparse };
         self.in_place.iter_mut().for_each(|x| *x = false);
         let (mut order, rest): (Vec<usize>, Vec<usize>) = subs.into_iter().partition(|&i| self.slot_of[i].is_some());
         for i in rest {
             let bus = self.host[i].slots().saturating_mul(self.slot_bytes).saturating_mul(trips);
-            self.in_place[i] = (keys(i) as u64).saturating_mul(self.sparse) < bus;
+            self.in_place[i] = (keys(i) as u64).saturating_mul(per_key) < bus;
             if !self.in_place[i] {
                 order.push(i);
             }
@@ -627,6 +648,7 @@ impl<K: Key, V: Value> PagedTable<K, V> {
             upcoming: Default::default(),
             spare: None,
             sparse: paging.sparse.unwrap_or(if transport.overlaps() { Paging::SPARSE_BYTES_PER_KEY } else { u64::MAX }),
+            zero_copy: paging.zero_copy.unwrap_or(Paging::ZERO_COPY_BYTES_PER_KEY),
             slot_bytes: <K::Word<V> as crate::core::layout::Word>::BYTES as u64,
             in_place: vec![false; pages],
             clock: 0,

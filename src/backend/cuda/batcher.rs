@@ -103,9 +103,8 @@ pub(crate) struct Routed<K: Key, V: Value> {
     pub(crate) values: Option<CudaSlice<V>>,
     /// The wave position of each of `keys`.
     pub(crate) pos: CudaSlice<u32>,
-    /// Page `p`'s keys are `keys[starts[p]..starts[p + 1]]` (empty for a
-    /// page outside the group).
-    starts: Vec<usize>,
+    /// Page `p`'s range of `keys` (empty for a page outside the group).
+    ranges: Vec<Range<usize>>,
     /// Each page's place in the group (`u32::MAX`: not in it), and the
     /// group's cursors.
     slot: CudaSlice<u32>,
@@ -115,11 +114,11 @@ pub(crate) struct Routed<K: Key, V: Value> {
 impl<K: Key, V: Value> Routed<K, V> {
     /// Page `p`'s range of the keys by page.
     pub(crate) fn range(&self, p: usize) -> Range<usize> {
-        self.starts[p]..self.starts[p + 1]
+        self.ranges[p].clone()
     }
     /// Keys in the group.
     fn len(&self) -> usize {
-        self.starts.last().copied().unwrap_or(0)
+        self.ranges.iter().map(|r| r.end).max().unwrap_or(0)
     }
 }
 
@@ -145,6 +144,11 @@ impl Batcher {
         let stream = ctx.new_stream().map_err(e)?;
         let sms = ctx.attribute(cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT).map_err(e)? as u64;
         Ok(Batcher { ctx: ctx.clone(), stream, scheme, sms, wave_bytes, pinned: Mutex::new(None) })
+    }
+
+    /// The stream the batcher's own work runs on.
+    pub(crate) fn stream(&self) -> &Arc<CudaStream> {
+        &self.stream
     }
 
     fn err(&self, e: cudarc::driver::DriverError) -> crate::Error {
@@ -263,7 +267,7 @@ impl Batcher {
                 None => None,
             },
             pos: self.alloc::<u32>(keys)?,
-            starts: vec![0; pages + 1],
+            ranges: vec![0..0; pages],
             slot: self.alloc::<u32>(pages)?,
             cursor: self.alloc::<u32>(pages)?,
         })
@@ -277,24 +281,16 @@ impl Batcher {
         let e = |e| self.err(e);
         let mut slot = vec![u32::MAX; pages];
         let mut cursor = Vec::with_capacity(group.len());
-        r.starts = vec![0; pages + 1];
+        r.ranges = vec![0..0; pages];
         let mut at = 0usize;
+        // The group's pages, in its order (not necessarily ascending).
         for (i, &p) in group.iter().enumerate() {
             slot[p] = i as u32;
             cursor.push(at as u32);
+            r.ranges[p] = at..at + wave.counts[p];
             at += wave.counts[p];
         }
         assert!(at <= r.keys.len(), "a group's keys fit its buffers");
-        // Ranges by page index (the group's pages need not be ascending).
-        let mut begin = vec![0usize; pages];
-        for (&p, &c) in group.iter().zip(&cursor) {
-            begin[p] = c as usize;
-        }
-        for p in 0..pages {
-            let len = if slot[p] == u32::MAX { 0 } else { wave.counts[p] };
-            r.starts[p] = begin[p];
-            r.starts[p + 1] = begin[p] + len;
-        }
         self.stream.memcpy_htod(&slot, &mut r.slot).map_err(e)?;
         self.stream.memcpy_htod(&cursor, &mut r.cursor.slice_mut(0..group.len())).map_err(e)?;
         let (n64, pages64) = (wave.len() as u64, pages as u64);

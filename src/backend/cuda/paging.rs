@@ -14,7 +14,7 @@
 use std::ffi::c_void;
 use std::sync::Arc;
 
-use cudarc::driver::{sys, CudaContext, CudaEvent};
+use cudarc::driver::{sys, CudaContext, CudaEvent, CudaStream, CudaView, CudaViewMut, DevicePtr, PushKernelArg};
 
 use super::{driver_error, CudaTable, META_STATE, META_WORDS};
 use crate::backend::cpu::{CpuTable, PageCounts};
@@ -62,7 +62,9 @@ impl<K: Key, V: Value> HostPage<K, V> {
         self.ctx.bind_to_thread().map_err(e)?;
         // Safety: the range is the live cell allocation, unregistered (in
         // `unpin`) before it is freed or moved.
-        let r = unsafe { sys::cuMemHostRegister_v2(ptr as *mut c_void, bytes, sys::CU_MEMHOSTREGISTER_PORTABLE) };
+        // Mapped as well: lookups may read a page where it lies (`find_in_place`).
+        let flags = sys::CU_MEMHOSTREGISTER_PORTABLE | sys::CU_MEMHOSTREGISTER_DEVICEMAP;
+        let r = unsafe { sys::cuMemHostRegister_v2(ptr as *mut c_void, bytes, flags) };
         match r.result() {
             Ok(()) => {
                 self.pinned = Some((ptr as usize, bytes));
@@ -126,6 +128,99 @@ impl<K: Key, V: Value> HostPage<K, V> {
         let _ = self.pin();
         Ok(())
     }
+}
+
+impl<K: Key, V: Value> HostPage<K, V> {
+    /// Whether kernels can read the cells where they lie (they are
+    /// page-locked and mapped; a rebuild whose new cells did not register
+    /// leaves a page that is only copied).
+    pub(crate) fn mapped(&self) -> bool {
+        self.pinned.is_some()
+    }
+
+    /// Looks `keys` (device memory) up in this page where it lies: the
+    /// page's own lookup kernel, on `stream`, reads the page-locked cells
+    /// over the bus (zero-copy), so a sparse batch moves the buckets it
+    /// probes instead of the page. `values`: `find`, else `contains`.
+    /// The scheme words and out-of-band pairs go to the device first (a
+    /// few words). Waits for a download into the page still in flight.
+    pub(crate) fn find_in_place(
+        &self,
+        stream: &Arc<CudaStream>,
+        keys: &CudaView<'_, K>,
+        values: Option<&mut CudaViewMut<'_, V>>,
+        found: &mut CudaViewMut<'_, u8>,
+    ) -> Result<u64> {
+        let n = keys.len() as u64;
+        if n == 0 {
+            return Ok(0);
+        }
+        let e = |e| driver_error(self.ctx.ordinal(), e);
+        let Some((host_ptr, _)) = self.pinned else {
+            return Err(Error::Unsupported("a page that is not page-locked cannot be read in place".into()));
+        };
+        let config = self.table.config();
+        let kernels = super::kernels::kernels(&self.ctx, K::BITS, V::KIND, config.scheme)?;
+        if let Some(ev) = &self.pending {
+            stream.wait(ev).map_err(e)?;
+        }
+        self.ctx.bind_to_thread().map_err(e)?;
+        let mut cells: sys::CUdeviceptr = 0;
+        // Safety: `host_ptr` is the start of a range registered with DEVICEMAP.
+        unsafe { sys::cuMemHostGetDevicePointer_v2(&mut cells, host_ptr as *mut c_void, 0) }.result().map_err(e)?;
+        let meta_words = page_meta(&self.table.counts());
+        crate::fault::alloc_point(8 * META_WORDS as u64, self.device())?;
+        let meta = stream.clone_htod(&meta_words).map_err(e)?;
+        let aux_words = self.table.aux_words();
+        let aux = stream.clone_htod(if aux_words.is_empty() { &[0u64][..] } else { &aux_words }).map_err(e)?;
+        let buckets = config.slots / K::Word::<V>::slots_per_bucket() as u64;
+        let (meta_ptr, _g1) = meta.device_ptr(stream);
+        let (aux_ptr, _g2) = aux.device_ptr(stream);
+        let view = super::DeviceView {
+            slots: cells,
+            buckets,
+            seed: config.seed,
+            limit: config.max_probe_buckets.clamp(1, buckets),
+            meta: meta_ptr,
+            aux: aux_ptr,
+            scheme: config.scheme.code(),
+            param: config.scheme.param(),
+        };
+        let sms = self.ctx.attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT).map_err(e)? as u64;
+        let cfg = super::grid(n.saturating_mul(super::threads_per_key(config.scheme)), sms);
+        match values {
+            Some(v) => {
+                let mut b = stream.launch_builder(&kernels.find);
+                b.arg(&view).arg(keys).arg(&n).arg(v).arg(found);
+                // Safety: arguments match gh_find; outputs hold n elements;
+                // the view's cells stay registered while the page is borrowed.
+                unsafe { b.launch(cfg) }.map_err(e)?;
+            }
+            None => {
+                let mut b = stream.launch_builder(&kernels.contains);
+                b.arg(&view).arg(keys).arg(&n).arg(found);
+                // Safety: as above, for gh_contains.
+                unsafe { b.launch(cfg) }.map_err(e)?;
+            }
+        }
+        let counters = stream.clone_dtoh(&meta).map_err(e)?;
+        stream.synchronize().map_err(e)?;
+        Ok(counters[3])
+    }
+}
+
+/// A metadata block for `c`: counters zero, the out-of-band pairs present.
+fn page_meta<V: Value>(c: &PageCounts<V>) -> [u64; META_WORDS] {
+    let mut meta = [0u64; META_WORDS];
+    let mut state = 0u64;
+    for (s, v) in c.specials.iter().enumerate() {
+        if let Some(v) = v {
+            meta[4 + s] = v.to_bits();
+            state |= 2 << (32 * s);
+        }
+    }
+    meta[META_STATE] = state;
+    meta
 }
 
 impl<K: Key, V: Value> Drop for HostPage<K, V> {
@@ -228,15 +323,7 @@ impl<K: Key, V: Value> CudaTable<K, V> {
         let mut dst_aux = self.aux.slice_mut(0..n);
         self.stream.memcpy_htod(&aux[..n], &mut dst_aux).map_err(|e| self.err(e))?;
         let c = host.table.counts();
-        let mut meta = [0u64; META_WORDS];
-        let mut state = 0u64;
-        for (s, v) in c.specials.iter().enumerate() {
-            if let Some(v) = v {
-                meta[4 + s] = v.to_bits();
-                state |= 2 << (32 * s);
-            }
-        }
-        meta[META_STATE] = state;
+        let meta = page_meta(&c);
         self.stream.memcpy_htod(&meta, &mut self.meta).map_err(|e| self.err(e))?;
         let (src, bytes) = host.table.cell_bytes();
         debug_assert_eq!(bytes as u64, self.slots.bytes() as u64);
