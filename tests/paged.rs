@@ -273,8 +273,10 @@ fn build_reports_a_failed_allocation() {
 fn faults_while_pages_grow_lose_nothing() {
     for device in devices() {
         let mut injected = 0;
-        let splits: &[usize] = if device == Device::Cpu { &[usize::MAX] } else { &[usize::MAX, 1] };
-        for (scheme, &split) in SCHEMES.iter().flat_map(|s| splits.iter().map(move |x| (*s, x))) {
+        // Split on the device (CUDA): one probing and one bounded scheme.
+        let split = |s: Scheme| device != Device::Cpu && matches!(s, Scheme::Linear | Scheme::Cuckoo);
+        let cases = SCHEMES.iter().map(|&s| (s, usize::MAX)).chain(SCHEMES.iter().filter(|&&s| split(s)).map(|&s| (s, 1)));
+        for (scheme, split) in cases {
             for (count, residency) in [(1, Residency::Fifo), (u64::MAX, Residency::Lru)] {
                 let dev = target(device, scheme, Paging::new(4, 2).residency(residency).device_split(split));
                 let mut cx = Ctx::new::<u64, u64>("faults_while_pages_grow", dev);

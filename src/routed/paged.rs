@@ -184,7 +184,7 @@ impl Paging {
     }
     /// The default of [`Paging::sparse`] on CUDA, from the crossover
     /// measured in BENCHMARKS.md.
-    pub const SPARSE_BYTES_PER_KEY: u64 = 256;
+    pub const SPARSE_BYTES_PER_KEY: u64 = 1024;
     /// [`Paging::sparse`] for lookups split on the device (CUDA,
     /// [`Paging::device_split`]): a page they touch with few keys is read
     /// where it lies in host memory by the page's own lookup kernel, over
@@ -198,7 +198,7 @@ impl Paging {
     }
     /// The default of [`Paging::zero_copy`], from the crossover measured
     /// in BENCHMARKS.md.
-    pub const ZERO_COPY_BYTES_PER_KEY: u64 = 64;
+    pub const ZERO_COPY_BYTES_PER_KEY: u64 = 256;
 
     fn validate(&self) -> Result<()> {
         if self.pages == 0 || self.resident == 0 || self.resident > self.pages {
