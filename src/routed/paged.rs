@@ -33,6 +33,13 @@
 //! that cannot be page-locked is an error when the table is built
 //! ([`crate::Error::OutOfMemory`] naming pinned host memory).
 //!
+//! **Sparse pages**: a page a call touches with so few keys that they cost
+//! less than the page's bytes on the bus ([`Paging::sparse`],
+//! [`Paging::zero_copy`]) is worked on where it lies in host memory, by the
+//! host's cores or, for lookups split on the GPU, by the page's lookup
+//! kernel reading its page-locked cells; it is neither brought in nor
+//! evicts another, so the pages a skewed workload keeps hot stay resident.
+//!
 //! **On the CPU** the host pages are CPU tables and a resident slot holds a
 //! working copy of its page, also in host memory: the copies, evictions and
 //! write-backs are real (a dirty page that were not written back would lose
