@@ -6,8 +6,9 @@
 //! that must cross PCIe (pages in, dirty pages back, keys and results) over
 //! the pinned-copy rates measured in the same run.
 //!
-//! Run: `cargo run --release --example 04-paged-stream [BUDGET_MIB] [RATIOS] [UNIFIED_RATIOS]`
-//! e.g. `... 2048 1,2,4,8 4`. Without a GPU it runs on the CPU backend at a
+//! Run: `cargo run --release --example 04-paged-stream [BUDGET_MIB] [RATIOS] [UNIFIED_RATIOS] [RESIDENT]`
+//! e.g. `... 2048 1,2,4,8 4`, or `... 2048 8 - 8` for no unified table and
+//! the budget in 8 resident pages (smaller pages, more of them). Without a GPU it runs on the CPU backend at a
 //! small budget, so the example itself is checked anywhere.
 //!
 //! `UNIFIED_RATIOS` (CUDA) also runs the same calls on a `Memory::Unified`
@@ -20,8 +21,8 @@ use std::time::Instant;
 
 use gpuhash::{Device, HashTable, Paging};
 
-/// Resident page slots: three let the upload of one page, the kernels on
-/// another and the write-back of a third run at once.
+/// Resident page slots by default: three let the upload of one page, the
+/// kernels on another and the write-back of a third run at once.
 const RESIDENT: u32 = 3;
 /// Bytes of one u32 -> u32 slot.
 const SLOT_BYTES: u64 = 8;
@@ -75,6 +76,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         None => vec![1, 2, 4, 8],
     };
     let unified: Vec<u64> = match args.get(3) {
+        Some(s) if s == "-" => Vec::new(),
         Some(s) if cuda => s.split(',').map(str::parse).collect::<Result<_, _>>()?,
         Some(_) => {
             eprintln!("skipped: the unified-memory comparison (no CUDA device)");
@@ -82,15 +84,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
         None => Vec::new(),
     };
+    let resident: u32 = args.get(4).map_or(Ok(RESIDENT), |s| s.parse())?;
     let (h2d, d2h) = pinned_rates(cuda)?;
-    println!("device {device}; budget {budget_mib} MiB in {RESIDENT} resident pages; pinned copies h2d {h2d:.1} GB/s, d2h {d2h:.1} GB/s");
+    println!("device {device}; budget {budget_mib} MiB in {resident} resident pages; pinned copies h2d {h2d:.1} GB/s, d2h {d2h:.1} GB/s");
     println!("ratio,table_gib,op,keys,ms,g_keys_per_s,bus_bound_ms,fraction_of_bus");
 
     let budget = budget_mib << 20;
     let mut seed = 0x5eed_u64;
     for ratio in ratios {
-        let pages = RESIDENT * ratio as u32;
-        let page_bytes = budget / RESIDENT as u64;
+        let pages = resident * ratio as u32;
+        let page_bytes = budget / resident as u64;
         let slots = page_bytes / SLOT_BYTES * pages as u64;
         let table_bytes = slots * SLOT_BYTES;
         let mut t = HashTable::<u32, u32>::builder()
@@ -98,7 +101,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             .capacity(slots)
             .max_load_factor(1.0)
             .growth(false)
-            .paged(Paging::new(pages, RESIDENT))
+            .paged(Paging::new(pages, resident))
             .build()?;
         // The batch of a call: an eighth of the keys at load 0.5, so a call
         // touches every page with a few million keys.

@@ -197,7 +197,9 @@ impl Paging {
     /// where it lies in host memory by the page's own lookup kernel, over
     /// the bus (zero-copy, as NVIDIA's HierarchicalKV reads its values),
     /// so such a lookup moves the buckets it probes instead of the page.
-    /// `bytes_per_key` is what a key costs that way, in bus bytes.
+    /// `bytes_per_key` is what a key costs that way, in bus bytes, on a
+    /// page of at most [`Paging::ZERO_COPY_REACH`]; on a larger page the
+    /// cost grows in proportion to its size.
     /// Default: [`Paging::ZERO_COPY_BYTES_PER_KEY`].
     pub const fn zero_copy(mut self, bytes_per_key: u64) -> Paging {
         self.zero_copy = Some(bytes_per_key);
@@ -206,6 +208,18 @@ impl Paging {
     /// The default of [`Paging::zero_copy`], from the crossover measured
     /// in BENCHMARKS.md.
     pub const ZERO_COPY_BYTES_PER_KEY: u64 = 256;
+    /// The page size past which zero-copy reads slow down. On an H100
+    /// (PCIe 5.0), random 32-byte reads of pinned host memory ran at about
+    /// 0.35 billion a second spread over 64-256 MiB, 0.21 over 683 MiB,
+    /// 0.044 over 2 GiB and 0.031 over 8 GiB, however the memory was
+    /// allocated (registered, driver-allocated or mapped in 2 MiB granules),
+    /// so a lookup in place on a larger page costs more bus time a key.
+    /// The cost a key of a page larger than this is scaled by the page's
+    /// size over it: the crossover then stays at 2 million keys, where the
+    /// library's own crossover measured 3.5 million on 683 MiB pages and
+    /// 2.3 million on 2 GiB ones (BENCHMARKS.md). Pages read in place are
+    /// read one at a time.
+    pub const ZERO_COPY_REACH: u64 = 512 << 20;
 
     fn validate(&self) -> Result<()> {
         if self.pages == 0 || self.resident == 0 || self.resident > self.pages {
@@ -490,6 +504,19 @@ impl<K: Key, V: Value> PageSet<K, V> {
     }
 }
 
+/// Whether `keys` keys of a page of `page_bytes` cost fewer bus bytes
+/// worked on where the page lies (`per_key` each) than the page brought in
+/// (and written back, for a change).
+fn cheaper_in_place(keys: u64, per_key: u64, page_bytes: u64, access: Access) -> bool {
+    let trips = if access == Access::Write { 2 } else { 1 };
+    let mut cost = keys.saturating_mul(per_key);
+    if access == Access::ReadOnDevice && page_bytes > Paging::ZERO_COPY_REACH {
+        // Read past the reach, host memory answers slower (see ZERO_COPY_REACH).
+        cost = (cost as f64 * (page_bytes as f64 / Paging::ZERO_COPY_REACH as f64)).min(u64::MAX as f64) as u64;
+    }
+    cost < page_bytes.saturating_mul(trips)
+}
+
 impl<K: Key, V: Value> SubTables<K, V> for PageSet<K, V> {
     fn router(&self) -> Router {
         self.router
@@ -504,13 +531,12 @@ impl<K: Key, V: Value> SubTables<K, V> for PageSet<K, V> {
     /// those not resident whose keys cost less in host memory than the
     /// page's bytes on the bus. They are not prefetched.
     fn visit_sized(&mut self, subs: Vec<usize>, keys: &dyn Fn(usize) -> usize, access: Access) -> Vec<usize> {
-        let trips = if access == Access::Write { 2 } else { 1 };
         let per_key = if access == Access::ReadOnDevice { self.zero_copy } else { self.sparse };
         self.in_place.iter_mut().for_each(|x| *x = false);
         let (mut order, rest): (Vec<usize>, Vec<usize>) = subs.into_iter().partition(|&i| self.slot_of[i].is_some());
         for i in rest {
-            let bus = self.host[i].slots().saturating_mul(self.slot_bytes).saturating_mul(trips);
-            self.in_place[i] = (keys(i) as u64).saturating_mul(per_key) < bus;
+            let bytes = self.host[i].slots().saturating_mul(self.slot_bytes);
+            self.in_place[i] = cheaper_in_place(keys(i) as u64, per_key, bytes, access);
             if !self.in_place[i] {
                 order.push(i);
             }
@@ -833,5 +859,37 @@ impl<K: Key, V: Value> Backend<K, V> for PagedTable<K, V> {
     }
     fn displacement(&self) -> Result<(u64, u64)> {
         super::displacement_all(&mut *self.lock())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MIB: u64 = 1 << 20;
+
+    #[test]
+    fn in_place_when_the_keys_cost_less_than_the_page() {
+        // 256 MiB at 256 bus bytes a key: the crossover is 1 Mi keys.
+        let page = 256 * MIB;
+        assert!(cheaper_in_place(MIB - 1, 256, page, Access::ReadOnDevice));
+        assert!(!cheaper_in_place(MIB, 256, page, Access::ReadOnDevice));
+        // A change also writes the page back: twice the bytes.
+        assert!(cheaper_in_place(2 * MIB - 1, 256, page, Access::Write));
+        assert!(!cheaper_in_place(2 * MIB, 256, page, Access::Write));
+        assert!(!cheaper_in_place(0, 0, 0, Access::Read));
+        assert!(!cheaper_in_place(u64::MAX, u64::MAX, page, Access::Read));
+    }
+
+    #[test]
+    fn zero_copy_past_the_reach_costs_more_a_key() {
+        // Four times the reach: the device's crossover stays at the
+        // reach's, the host's grows with the page.
+        let page = 4 * Paging::ZERO_COPY_REACH;
+        let at_reach = Paging::ZERO_COPY_REACH / 256;
+        assert!(cheaper_in_place(at_reach - 1, 256, page, Access::ReadOnDevice));
+        assert!(!cheaper_in_place(at_reach + 1, 256, page, Access::ReadOnDevice));
+        assert!(cheaper_in_place(4 * at_reach - 1, 256, page, Access::Read));
+        assert!(!cheaper_in_place(4 * at_reach, 256, page, Access::Read));
     }
 }
