@@ -27,6 +27,22 @@ fn unwrap<T>(r: gpuhash::Result<T>, what: &str, cx: &Ctx) -> T {
 
 // ------------------------------------------------------------------ 1
 
+/// For a paged table, each page's load counting `extra` keys too (keys it
+/// refused, which were meant for it), and the page of a key; `None` for
+/// other tables. A paged table's pages are tables of their own whose loads
+/// spread around the table's (small pages widely), so a refusal is judged
+/// by its page's load.
+fn page_loads<'t, K: Key, V: Value>(t: &'t HashTable<K, V>, extra: impl IntoIterator<Item = K>) -> Option<(Vec<f64>, impl Fn(K) -> usize + 't)> {
+    let p = t.paged()?;
+    let mut keys = p.page_len();
+    let extra: std::collections::HashSet<K> = extra.into_iter().collect();
+    for k in extra {
+        keys[p.page_of(k)] += 1;
+    }
+    let loads = keys.iter().zip(p.page_slots()).map(|(&n, s)| n as f64 / s as f64).collect();
+    Some((loads, move |k| p.page_of(k)))
+}
+
 pub fn random_keys_at_load_factors(dev: Target) {
     each_pair!(load_factors_body, dev)
 }
@@ -44,20 +60,9 @@ fn load_factors_body<K: Key, V: TestValue>(dev: Target) {
         let vals = any_values::<V>(&mut cx.rng, keys.len());
         let mut o = Oracle::new();
         let failed = insert(&mut t, &mut o, Op::Assign, &keys, &vals, &cx);
-        // Far below the probe limit's reach: nothing may be refused. A
-        // paged table's pages are tables of their own, whose loads spread
-        // around the table's (small pages widely): its most loaded page counts.
-        let worst = match t.paged() {
-            Some(p) => {
-                let mut per_page = vec![0u64; p.pages()];
-                for &k in &distinct {
-                    per_page[p.page_of(k)] += 1;
-                }
-                let slots = p.page_slots();
-                per_page.iter().zip(&slots).map(|(&n, &s)| n as f64 / s as f64).fold(load, f64::max)
-            }
-            None => load,
-        };
+        // Far below the probe limit's reach: nothing may be refused (a
+        // paged table's most loaded page counts).
+        let worst = page_loads(&t, failed.iter().map(|&i| keys[i])).map_or(load, |(l, _)| l.into_iter().fold(load, f64::max));
         if worst <= 0.8 {
             assert!(failed.is_empty(), "{cx}: {} keys not stored", failed.len());
         }
@@ -1162,17 +1167,10 @@ fn refill_body<K: Key, V: TestValue>(dev: Target) {
     let failed = insert(&mut t, &mut o, Op::Assign, &again, &vals, &cx);
     // Cuckoo tables at 0.9 may refuse a few keys on placement alone (as
     // many as the first fill did, give or take); the others must take all.
-    // A paged table's pages are tables of their own that fill unevenly:
-    // its cuckoo pages may refuse keys only where a page is fuller than 0.9.
+    // A paged table's cuckoo pages may refuse keys only where a page is
+    // fuller than 0.9.
     let bounded = matches!(dev.scheme, Scheme::Cuckoo | Scheme::TwoLevel);
-    let in_full_pages = t.paged().is_some_and(|p| {
-        let (lens, pslots) = (p.page_len(), p.page_slots());
-        let mut refused = vec![0u64; p.pages()];
-        for &i in &failed {
-            refused[p.page_of(again[i])] += 1;
-        }
-        failed.iter().map(|&i| p.page_of(again[i])).all(|q| (lens[q] + refused[q]) as f64 > 0.9 * pslots[q] as f64)
-    });
+    let in_full_pages = page_loads(&t, failed.iter().map(|&i| again[i])).is_some_and(|(l, page)| failed.iter().all(|&i| l[page(again[i])] > 0.9));
     assert!(
         failed.is_empty() || (bounded && (failed.len() <= 2 * before.len() + slots / 1000 || in_full_pages)),
         "{cx}: {} of {} keys refused with {} live keys in {slots} slots",
@@ -1215,13 +1213,10 @@ fn fill_body<K: Key, V: TestValue>(dev: Target) {
         held = t.len();
     };
     check_table(&t, &o, &cx);
-    // A paged table's pages fill unevenly (small pages widely): the load
-    // that counts is that of the fullest page that refused a key.
-    let load = match t.paged() {
-        Some(p) if !refused.is_empty() => {
-            let (lens, pslots) = (p.page_len(), p.page_slots());
-            refused.iter().map(|&k| p.page_of(k)).map(|q| lens[q] as f64 / pslots[q] as f64).fold(0.0, f64::max)
-        }
+    // A paged table: the load that counts is that of the fullest page that
+    // refused a key.
+    let load = match page_loads(&t, []) {
+        Some((l, page)) if !refused.is_empty() => refused.iter().map(|&k| l[page(k)]).fold(0.0, f64::max),
         _ => held as f64 / slots as f64,
     };
     println!("fill_until_refused {dev} {}->{}: {held} of {slots} slots held before the first refusal ({load:.4})", short_type::<K>(), short_type::<V>());
