@@ -8,8 +8,9 @@
 //!
 //! Run: `cargo run --release --example 04-paged-stream [BUDGET_MIB] [RATIOS] [UNIFIED_RATIOS] [RESIDENT]`
 //! e.g. `... 2048 1,2,4,8 4`, or `... 2048 8 - 8` for no unified table and
-//! the budget in 8 resident pages (smaller pages, more of them). Without a GPU it runs on the CPU backend at a
-//! small budget, so the example itself is checked anywhere.
+//! the budget in 8 resident pages (smaller pages, more of them). Without a
+//! GPU it runs on the CPU backend at a small budget, so the example itself
+//! is checked anywhere.
 //!
 //! `UNIFIED_RATIOS` (CUDA) also runs the same calls on a `Memory::Unified`
 //! table of the same size, filled while it fits, then crowded by a device

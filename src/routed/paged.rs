@@ -508,13 +508,14 @@ impl<K: Key, V: Value> PageSet<K, V> {
 /// worked on where the page lies (`per_key` each) than the page brought in
 /// (and written back, for a change).
 fn cheaper_in_place(keys: u64, per_key: u64, page_bytes: u64, access: Access) -> bool {
-    let trips = if access == Access::Write { 2 } else { 1 };
-    let mut cost = keys.saturating_mul(per_key);
-    if access == Access::ReadOnDevice && page_bytes > Paging::ZERO_COPY_REACH {
-        // Read past the reach, host memory answers slower (see ZERO_COPY_REACH).
-        cost = (cost as f64 * (page_bytes as f64 / Paging::ZERO_COPY_REACH as f64)).min(u64::MAX as f64) as u64;
-    }
-    cost < page_bytes.saturating_mul(trips)
+    let bus = match access {
+        Access::Write => page_bytes.saturating_mul(2),
+        // A key's zero-copy cost grows with the page past the reach, as
+        // the page's bytes do: the two meet as if the page were the reach.
+        Access::ReadOnDevice => page_bytes.min(Paging::ZERO_COPY_REACH),
+        Access::Read => page_bytes,
+    };
+    keys.saturating_mul(per_key) < bus
 }
 
 impl<K: Key, V: Value> SubTables<K, V> for PageSet<K, V> {
