@@ -6,9 +6,11 @@
 //! that must cross PCIe (pages in, dirty pages back, keys and results) over
 //! the pinned-copy rates measured in the same run.
 //!
-//! Run: `cargo run --release --example 04-paged-stream [BUDGET_MIB] [RATIOS] [UNIFIED_RATIOS] [RESIDENT]`
+//! Run: `cargo run --release --example 04-paged-stream [BUDGET_MIB] [RATIOS] [UNIFIED_RATIOS] [RESIDENT] [IN_PLACE]`
 //! e.g. `... 2048 1,2,4,8 4`, or `... 2048 8 - 8` for no unified table and
-//! the budget in 8 resident pages (smaller pages, more of them). Without a
+//! the budget in 8 resident pages (smaller pages, more of them). `IN_PLACE`
+//! says who looks up the pages a lookup reads in place (`Paging::host_lookups`):
+//! `host` (the default: the host's cores, beside the GPU) or `gpu` (zero-copy). Without a
 //! GPU it runs on the CPU backend at a small budget, so the example itself
 //! is checked anywhere.
 //!
@@ -86,8 +88,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         None => Vec::new(),
     };
     let resident: u32 = args.get(4).map_or(Ok(RESIDENT), |s| s.parse())?;
+    let host_lookups = match args.get(5).map(String::as_str) {
+        None | Some("host") => true,
+        Some("gpu") => false,
+        Some(other) => return Err(format!("IN_PLACE is host or gpu, not {other}").into()),
+    };
     let (h2d, d2h) = pinned_rates(cuda)?;
-    println!("device {device}; budget {budget_mib} MiB in {resident} resident pages; pinned copies h2d {h2d:.1} GB/s, d2h {d2h:.1} GB/s");
+    let who = if host_lookups { "the host" } else { "the GPU (zero-copy)" };
+    println!("device {device}; budget {budget_mib} MiB in {resident} resident pages; pages read in place by {who}; pinned copies h2d {h2d:.1} GB/s, d2h {d2h:.1} GB/s");
     println!("ratio,table_gib,op,keys,ms,g_keys_per_s,bus_bound_ms,fraction_of_bus");
 
     let budget = budget_mib << 20;
@@ -102,7 +110,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             .capacity(slots)
             .max_load_factor(1.0)
             .growth(false)
-            .paged(Paging::new(pages, resident))
+            .paged(Paging::new(pages, resident).host_lookups(host_lookups))
             .build()?;
         // The batch of a call: an eighth of the keys at load 0.5, so a call
         // touches every page with a few million keys.

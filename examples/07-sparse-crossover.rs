@@ -43,7 +43,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let base = Paging::new(PAGES, 1);
     let mut brought = build(base.sparse(u64::MAX).zero_copy(u64::MAX))?;
     let mut in_place = build(base.sparse(0).device_split(usize::MAX))?;
-    let mut zero_copy = build(base.sparse(0).zero_copy(0).device_split(1))?;
+    let mut zero_copy = build(base.sparse(0).zero_copy(0).device_split(1).host_lookups(false))?;
     let keys: Vec<u32> = (0..slots / 2).map(mix).collect();
     let values: Vec<u32> = keys.iter().map(|k| k.wrapping_mul(3)).collect();
     for t in [&mut brought, &mut in_place, &mut zero_copy] {

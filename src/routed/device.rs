@@ -11,7 +11,12 @@
 //! on in groups whose keys fit the routing buffers, in the visiting order
 //! (resident pages first), so each page is visited once per wave.
 
+use std::ops::Range;
+use std::sync::Arc;
+use std::time::Instant;
+
 use cudarc::driver::CudaSlice;
+use rayon::prelude::*;
 
 use crate::backend::cuda::batcher::{Batcher, Carry, Routed, Wave};
 use crate::backend::cuda::paging::HostPage;
@@ -68,42 +73,111 @@ fn load<K: Key, V: Value, S: SubTables<K, V>, T>(
     Ok(Loaded { wave, routed, groups, extra, access })
 }
 
+/// A page a lookup reads on the host beside the GPU's work
+/// ([`SubTables::lend`]): the page and its range of the keys by page.
+struct Lent<K: Key, V: Value> {
+    table: Arc<dyn Backend<K, V>>,
+    range: Range<usize>,
+}
+
 /// Runs `op` on each page of each group of `l`, in the visiting order,
 /// with the page's range of the keys by page; `after(group)` runs once a
 /// group's pages are done (results back to wave order). `op` returns its
 /// result and whether it changed the page.
-fn each_page<K: Key, V: Value, S: SubTables<K, V>, T, R>(
+///
+/// Lookups only: of the pages the table would have read in place and can
+/// lend ([`SubTables::lendable`]), the host takes the smallest, holding the
+/// batcher's share of their keys ([`Batcher::host_share`]); those are not
+/// visited: `aside(pages, keys by page, span)` brings their keys (`span`
+/// of the keys by page, which holds their ranges) to the host and looks
+/// them up there, on a thread of its own, while the GPU works on the
+/// group's other pages (the rest read in place over the bus); `settle`
+/// then takes its result, before `after`. Both sides are timed, to tune
+/// the share.
+#[allow(clippy::too_many_arguments)] // the three stages of a page's work, and the lookups' two beside it
+fn each_page<K: Key, V: Value, S: SubTables<K, V>, T, R, A: Send>(
     b: &Batcher,
     s: &mut S,
     l: &mut Loaded<K, V, T>,
-    mut op: impl FnMut(On<'_, K, V>, &Routed<K, V>, &mut T, std::ops::Range<usize>) -> Result<(R, bool)>,
+    mut op: impl FnMut(On<'_, K, V>, &Routed<K, V>, &mut T, Range<usize>) -> Result<(R, bool)>,
+    aside: impl Fn(&[Lent<K, V>], &CudaSlice<K>, Range<usize>) -> Result<A> + Sync,
+    mut settle: impl FnMut(A, &[Lent<K, V>], &Routed<K, V>, &mut T) -> Result<()>,
     mut after: impl FnMut(&Routed<K, V>, &mut T) -> Result<()>,
     mut fold: impl FnMut(usize, R),
 ) -> Result<()> {
     let groups = std::mem::take(&mut l.groups);
     let read = l.access == Access::ReadOnDevice;
     for group in &groups {
-        b.route(&l.wave, group, &mut l.routed)?;
-        for p in s.visit_sized(group.clone(), &|p| l.wave.counts[p], l.access) {
-            let r = l.routed.range(p);
-            let (routed, extra) = (&l.routed, &mut l.extra);
-            let out = s.with_sub(p, |t| {
-                if t.as_any().is::<CudaTable<K, V>>() {
-                    let ct = t.as_any_mut().downcast_mut::<CudaTable<K, V>>().expect("checked above");
-                    op(On::Device(ct), routed, extra, r.clone())
-                } else if let Some(hp) = t.as_any().downcast_ref::<HostPage<K, V>>().filter(|hp| read && hp.mapped()) {
-                    op(On::Mapped(hp), routed, extra, r.clone())
-                } else {
-                    let keys = b.download(&routed.keys.slice(r.clone()))?;
-                    let values = match &routed.values {
-                        Some(v) => b.download(&v.slice(r.clone()))?,
-                        None => Vec::new(),
-                    };
-                    op(On::Host(t, keys, values), routed, extra, r.clone())
+        let order = s.visit_sized(group.clone(), &|p| l.wave.counts[p], l.access);
+        let counts = &l.wave.counts;
+        let (mut shared, mut visit): (Vec<usize>, Vec<usize>) = order.into_iter().partition(|&p| read && s.lendable(p));
+        // The host takes the smallest pages (the GPU pays a launch and a
+        // wait for each), up to its share of the keys; the GPU the rest,
+        // visited last as before.
+        shared.sort_by_key(|&p| counts[p]);
+        let total: usize = shared.iter().map(|&p| counts[p]).sum();
+        let target = ((total as f64 * b.host_share()) as usize).max(1);
+        let mut host = Vec::new();
+        let mut taken = 0;
+        for p in shared {
+            match if taken < target { s.lend(p) } else { None } {
+                Some(table) => {
+                    taken += counts[p];
+                    host.push((p, table));
                 }
-            })?;
-            fold(p, out);
+                None => visit.push(p),
+            }
         }
+        // Routed with the host's pages last, so their keys come down, and
+        // their results go up, in one copy each.
+        let layout: Vec<usize> = visit.iter().copied().chain(host.iter().map(|(p, _)| *p)).collect();
+        b.route(&l.wave, &layout, &mut l.routed)?;
+        let lent: Vec<Lent<K, V>> = host.into_iter().map(|(p, table)| Lent { table, range: l.routed.range(p) }).collect();
+        let span = lent.iter().map(|x| x.range.start).min().unwrap_or(0)..lent.iter().map(|x| x.range.end).max().unwrap_or(0);
+        let (aside, lent_ref, routed_keys) = (&aside, &lent, &l.routed.keys);
+        let beside = std::thread::scope(|scope| -> Result<Option<(A, f64, f64)>> {
+            let task = (!lent_ref.is_empty()).then(|| {
+                scope.spawn(move || {
+                    let start = Instant::now();
+                    aside(lent_ref, routed_keys, span).map(|a| (a, start.elapsed().as_secs_f64()))
+                })
+            });
+            let start = Instant::now();
+            let mut run = || -> Result<()> {
+                for &p in &visit {
+                    let r = l.routed.range(p);
+                    let (routed, extra) = (&l.routed, &mut l.extra);
+                    let out = s.with_sub(p, |t| {
+                        if t.as_any().is::<CudaTable<K, V>>() {
+                            let ct = t.as_any_mut().downcast_mut::<CudaTable<K, V>>().expect("checked above");
+                            op(On::Device(ct), routed, extra, r.clone())
+                        } else if let Some(hp) = t.as_any().downcast_ref::<HostPage<K, V>>().filter(|hp| read && hp.mapped()) {
+                            op(On::Mapped(hp), routed, extra, r.clone())
+                        } else {
+                            let keys = b.download(&routed.keys.slice(r.clone()))?;
+                            let values = match &routed.values {
+                                Some(v) => b.download(&v.slice(r.clone()))?,
+                                None => Vec::new(),
+                            };
+                            op(On::Host(t, keys, values), routed, extra, r.clone())
+                        }
+                    })?;
+                    fold(p, out);
+                }
+                Ok(())
+            };
+            let done = run();
+            let device = start.elapsed().as_secs_f64();
+            // The host's lookups are joined whatever the GPU's work did.
+            let beside = task.map(|t| t.join().unwrap_or_else(|p| std::panic::resume_unwind(p))).transpose();
+            done?;
+            Ok(beside?.map(|(a, host)| (a, host, device)))
+        })?;
+        if let Some((a, host, device)) = beside {
+            b.tune_host_share(host, device);
+            settle(a, &lent, &l.routed, &mut l.extra)?;
+        }
+        drop(lent);
         after(&l.routed, &mut l.extra)?;
     }
     Ok(())
@@ -172,7 +246,7 @@ fn lookup_wave<K: Key, V: Value, S: SubTables<K, V>>(
     let with_values = v.is_some();
     let carry = if with_values { Carry::Found } else { Carry::Flags };
     let mut l = load::<K, V, S, _>(b, s, k, None, carry, |group| by_page::<K, V>(b, with_values, group, k.len()))?;
-    let mut hits = 0;
+    let (mut hits, mut hits_beside) = (0, 0);
     each_page(
         b,
         s,
@@ -211,6 +285,20 @@ fn lookup_wave<K: Key, V: Value, S: SubTables<K, V>>(
                 Ok((h, false))
             }
         },
+        |lent, keys, span| lookup_beside(lent, &b.download(&keys.slice(span))?, with_values),
+        |(hv, hf, h), lent, _, bp| {
+            hits_beside += h;
+            let flags: &[u8] = bytemuck::cast_slice(&hf);
+            let lo = lent.iter().map(|x| x.range.start).min().unwrap_or(0);
+            for run in runs(lent.iter().map(|x| x.range.clone()).collect()) {
+                let at = run.start - lo..run.end - lo;
+                if let Some(sv) = &mut bp.values {
+                    b.upload_into(&hv[at.clone()], &mut sv.slice_mut(run.clone()))?;
+                }
+                b.upload_into(&flags[at], &mut bp.found.slice_mut(run))?;
+            }
+            Ok(())
+        },
         |routed, bp| {
             let values = match (&bp.values, &mut bp.out_values) {
                 (Some(sv), Some(ov)) => Some((sv, ov)),
@@ -225,7 +313,59 @@ fn lookup_wave<K: Key, V: Value, S: SubTables<K, V>>(
         _ => None,
     };
     b.download_results(values, (&l.extra.out_found, f))?;
-    Ok(hits)
+    Ok(hits + hits_beside)
+}
+
+/// Looks the keys of the lent pages up in host memory (`keys` cover their
+/// ranges from the first one's start, as do the results), the pages in
+/// parallel: values (with `with_values`), found flags and hits.
+fn lookup_beside<K: Key, V: Value>(lent: &[Lent<K, V>], keys: &[K], with_values: bool) -> Result<(Vec<V>, Vec<bool>, u64)> {
+    let lo = lent.iter().map(|x| x.range.start).min().unwrap_or(0);
+    let mut values = vec![V::from_bits(0); if with_values { keys.len() } else { 0 }];
+    let mut found = vec![false; keys.len()];
+    let mut by_start: Vec<&Lent<K, V>> = lent.iter().collect();
+    by_start.sort_by_key(|x| x.range.start);
+    // Each page's own part of the results, split off in range order.
+    let mut pieces = Vec::with_capacity(by_start.len());
+    let (mut rest_v, mut rest_f, mut at) = (&mut values[..], &mut found[..], lo);
+    for x in by_start {
+        let skip = x.range.start - at;
+        let n = x.range.len();
+        let (_, f) = std::mem::take(&mut rest_f).split_at_mut(skip);
+        let (f, tail_f) = f.split_at_mut(n);
+        rest_f = tail_f;
+        let v = if with_values {
+            let (_, v) = std::mem::take(&mut rest_v).split_at_mut(skip);
+            let (v, tail_v) = v.split_at_mut(n);
+            rest_v = tail_v;
+            Some(v)
+        } else {
+            None
+        };
+        at = x.range.end;
+        pieces.push((x, &keys[x.range.start - lo..x.range.end - lo], v, f));
+    }
+    let hits = pieces
+        .into_par_iter()
+        .map(|(x, k, v, f)| match v {
+            Some(v) => x.table.find(k, v, f),
+            None => x.table.contains(k, f),
+        })
+        .try_reduce(|| 0, |a, b| Ok(a + b))?;
+    Ok((values, found, hits))
+}
+
+/// `ranges` merged where one ends as the next starts, in order.
+fn runs(mut ranges: Vec<Range<usize>>) -> Vec<Range<usize>> {
+    ranges.sort_by_key(|r| r.start);
+    let mut out: Vec<Range<usize>> = Vec::new();
+    for r in ranges {
+        match out.last_mut() {
+            Some(last) if last.end == r.start => last.end = r.end,
+            _ => out.push(r),
+        }
+    }
+    out
 }
 
 /// Routed `erase` with the batch split on the device: the keys removed.
@@ -254,6 +394,8 @@ pub(crate) fn erase<K: Key, V: Value, S: SubTables<K, V>>(b: &Batcher, s: &mut S
                 };
                 Ok((n, n > 0))
             },
+            |_, _, _| Ok(()),
+            |(), _, _, _| Ok(()),
             |_, _| Ok(()),
             |_, n| removed += n,
         )?;
@@ -312,6 +454,8 @@ pub(crate) fn insert_with<K: Key, V: Value, S: SubTables<K, V>>(
                 let pos = if out.not_stored.is_empty() { Vec::new() } else { b.download(&routed.pos.slice(r))? };
                 Ok(((out, pos), changed))
             },
+            |_, _, _| Ok(()),
+            |(), _, _, _| Ok(()),
             |_, _| Ok(()),
             |p, (out, pos)| outs.push((p, out, pos)),
         );

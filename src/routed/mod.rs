@@ -211,6 +211,22 @@ pub(crate) trait SubTables<K: Key, V: Value> {
     /// Frees what can be freed (memory held for sub-tables other than
     /// `keep`) before one sub-table's failed insert is tried again.
     fn make_room(&mut self, keep: usize);
+    /// Whether sub-table `i` may be read beside the call's other work
+    /// ([`SubTables::lend`]): the last [`SubTables::visit_sized`] chose to
+    /// work on it where it lies, and the host may read it there (a paged
+    /// table's lookups on the host's cores while the GPU works on the
+    /// other pages).
+    fn lendable(&self, i: usize) -> bool {
+        let _ = i;
+        false
+    }
+    /// Sub-table `i`, [`SubTables::lendable`], to read beside the call's
+    /// other work; the caller then reads it through the returned handle
+    /// and does not visit it with [`SubTables::with_sub`] in this call.
+    fn lend(&mut self, i: usize) -> Option<std::sync::Arc<dyn Backend<K, V>>> {
+        let _ = i;
+        None
+    }
 }
 
 /// Routed `find`: values and found flags in the caller's order.

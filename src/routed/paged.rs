@@ -36,9 +36,11 @@
 //! **Sparse pages**: a page a call touches with so few keys that they cost
 //! less than the page's bytes on the bus ([`Paging::sparse`],
 //! [`Paging::zero_copy`]) is worked on where it lies in host memory, by the
-//! host's cores or, for lookups split on the GPU, by the page's lookup
-//! kernel reading its page-locked cells; it is neither brought in nor
-//! evicts another, so the pages a skewed workload keeps hot stay resident.
+//! host's cores or, for lookups split on the GPU, shared between the host's
+//! cores, which look their pages up while the GPU works on the others, and
+//! the pages' lookup kernels reading their page-locked cells
+//! ([`Paging::host_lookups`]); it is neither brought in nor evicts
+//! another, so the pages a skewed workload keeps hot stay resident.
 //!
 //! **On the CPU** the host pages are CPU tables and a resident slot holds a
 //! working copy of its page, also in host memory: the copies, evictions and
@@ -60,7 +62,7 @@
 //! ([`crate::Error::GrowthFailed`]) and everything else in the batch, and
 //! everything stored before, stays stored.
 
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::{Access, Router, SubTables};
 use crate::backend::cpu::CpuTable;
@@ -127,12 +129,25 @@ pub struct Paging {
     /// page in host memory with the GPU (see [`Paging::zero_copy`]);
     /// `None`: [`Paging::ZERO_COPY_BYTES_PER_KEY`].
     pub zero_copy: Option<u64>,
+    /// Whether lookups split on the device look the keys of the pages they
+    /// work on in place up on the host's cores, beside the GPU's work on
+    /// their other pages (see [`Paging::host_lookups`]); `None`: yes.
+    pub host_lookups: Option<bool>,
 }
 
 impl Paging {
     /// `pages` pages, `resident` of them resident at a time, FIFO eviction.
     pub const fn new(pages: u32, resident: u32) -> Paging {
-        Paging { pages, resident, residency: Residency::Fifo, pipeline: None, device_split: None, sparse: None, zero_copy: None }
+        Paging {
+            pages,
+            resident,
+            residency: Residency::Fifo,
+            pipeline: None,
+            device_split: None,
+            sparse: None,
+            zero_copy: None,
+            host_lookups: None,
+        }
     }
     /// The eviction policy (default [`Residency::Fifo`]).
     pub const fn residency(mut self, residency: Residency) -> Paging {
@@ -220,6 +235,23 @@ impl Paging {
     /// 2.3 million on 2 GiB ones (BENCHMARKS.md). Pages read in place are
     /// read one at a time.
     pub const ZERO_COPY_REACH: u64 = 512 << 20;
+    /// Who serves the pages a lookup split on the device (CUDA) works on in
+    /// place ([`Paging::zero_copy`] chooses them). `true` (the default):
+    /// the host's cores and the GPU share them. The host takes the pages
+    /// with the fewest keys up to a share of their keys and looks those up
+    /// in the host pages on a thread of its own while the GPU works on the
+    /// call's other pages and reads the rest over the bus; the bus carries
+    /// only the host's keys and their results. The share starts at half
+    /// and follows the two sides' measured times after every group of
+    /// pages, so both finish together on any machine. `false`: the GPU
+    /// reads them all over the bus (zero-copy), one page after another,
+    /// after the others. On an H200 with 16 host cores, hot-page lookups
+    /// ran 1.17x faster shared than on the GPU alone (BENCHMARKS.md).
+    /// No effect on the CPU.
+    pub const fn host_lookups(mut self, on: bool) -> Paging {
+        self.host_lookups = Some(on);
+        self
+    }
 
     fn validate(&self) -> Result<()> {
         if self.pages == 0 || self.resident == 0 || self.resident > self.pages {
@@ -274,7 +306,7 @@ trait Transport<K: Key, V: Value>: Send + Sync {
     /// content and size; the resident copy stays valid. The copy may still
     /// be in flight on return: the host page waits for it before any use.
     /// On failure the host page is as it was.
-    fn write_back(&self, resident: &dyn Backend<K, V>, host: &mut Box<dyn Backend<K, V>>) -> Result<()>;
+    fn write_back(&self, resident: &dyn Backend<K, V>, host: &mut Arc<dyn Backend<K, V>>) -> Result<()>;
     /// Whether copies run alongside the work on other pages (a GPU's copy
     /// engines), which makes pipelining pay.
     fn overlaps(&self) -> bool;
@@ -318,11 +350,11 @@ impl<K: Key, V: Value> Transport<K, V> for CpuTransport {
         }
         Ok(Box::new(host.try_clone()?))
     }
-    fn write_back(&self, resident: &dyn Backend<K, V>, host: &mut Box<dyn Backend<K, V>>) -> Result<()> {
+    fn write_back(&self, resident: &dyn Backend<K, V>, host: &mut Arc<dyn Backend<K, V>>) -> Result<()> {
         let from = cpu_table(resident)?;
-        match host.as_any_mut().downcast_mut::<CpuTable<K, V>>() {
+        match Arc::get_mut(host).and_then(|h| h.as_any_mut().downcast_mut::<CpuTable<K, V>>()) {
             Some(to) if to.slots() == from.slots() => copy_cpu_page(from, to),
-            _ => *host = Box::new(from.try_clone()?),
+            _ => *host = Arc::new(from.try_clone()?),
         }
         Ok(())
     }
@@ -349,10 +381,12 @@ impl<K: Key, V: Value> Transport<K, V> for CudaTransport {
         }
         Ok(Box::new(self.0.page_in(host)?))
     }
-    fn write_back(&self, resident: &dyn Backend<K, V>, host: &mut Box<dyn Backend<K, V>>) -> Result<()> {
+    fn write_back(&self, resident: &dyn Backend<K, V>, host: &mut Arc<dyn Backend<K, V>>) -> Result<()> {
         use crate::backend::cuda::{paging::HostPage, CudaTable};
         let from = resident.as_any().downcast_ref::<CudaTable<K, V>>().ok_or_else(|| Error::Unsupported("not a CUDA page".into()))?;
-        let to = host.as_any_mut().downcast_mut::<HostPage<K, V>>().ok_or_else(|| Error::Unsupported("not a pinned page".into()))?;
+        let to = Arc::get_mut(host)
+            .and_then(|h| h.as_any_mut().downcast_mut::<HostPage<K, V>>())
+            .ok_or_else(|| Error::Unsupported("not a pinned page, or one lent to a lookup".into()))?;
         from.store_page(to)
     }
     fn overlaps(&self) -> bool {
@@ -363,7 +397,9 @@ impl<K: Key, V: Value> Transport<K, V> for CudaTransport {
 /// The pages and the residency manager.
 struct PageSet<K: Key, V: Value> {
     router: Router,
-    host: Vec<Box<dyn Backend<K, V>>>,
+    /// Shared only while a lookup reads pages in place on the host beside
+    /// its GPU work ([`SubTables::lend`]), which changes none of them.
+    host: Vec<Arc<dyn Backend<K, V>>>,
     /// `paging.resident` slots, each empty or holding one page.
     slots: Vec<Option<Slot<K, V>>>,
     /// The slot of each page, if resident.
@@ -384,6 +420,8 @@ struct PageSet<K: Key, V: Value> {
     slot_bytes: u64,
     /// The pages the current call works on in place (not brought in).
     in_place: Vec<bool>,
+    /// Lend those pages to lookups that read them on the host ([`Paging::host_lookups`]).
+    host_lookups: bool,
     clock: u64,
     stats: PagingStats,
     transport: Box<dyn Transport<K, V>>,
@@ -397,6 +435,12 @@ impl<K: Key, V: Value> PageSet<K, V> {
             Some(s) => &*self.slots[s].as_ref().expect("slot_of names an occupied slot").table,
             None => &*self.host[i],
         }
+    }
+
+    /// Host page `i`, to change it. Pages are lent only within a lookup
+    /// (which never changes its pages), so none is shared here.
+    fn host_mut(page: &mut Arc<dyn Backend<K, V>>) -> &mut dyn Backend<K, V> {
+        Arc::get_mut(page).expect("no host page is lent outside a lookup")
     }
 
     fn sum(&self, f: impl Fn(&dyn Backend<K, V>) -> u64) -> u64 {
@@ -500,7 +544,7 @@ impl<K: Key, V: Value> PageSet<K, V> {
         }
         self.spare = None;
         self.stats.served_in_host += 1;
-        Ok(f(&mut *self.host[i])?.0)
+        Ok(f(Self::host_mut(&mut self.host[i]))?.0)
     }
 }
 
@@ -553,7 +597,7 @@ impl<K: Key, V: Value> SubTables<K, V> for PageSet<K, V> {
         if self.in_place[i] && self.slot_of[i].is_none() {
             // Too few keys to bring it in: the host page is the page.
             self.stats.in_place += 1;
-            let t = &mut *self.host[i];
+            let t = Self::host_mut(&mut self.host[i]);
             let slots_before = t.slots();
             let r = f(t)?.0;
             self.stats.pages_resized += (t.slots() != slots_before) as u64;
@@ -578,7 +622,7 @@ impl<K: Key, V: Value> SubTables<K, V> for PageSet<K, V> {
             }
             None => {
                 self.stats.served_in_host += 1;
-                (&mut *self.host[i], None)
+                (Self::host_mut(&mut self.host[i]), None)
             }
         };
         let slots_before = table.slots();
@@ -607,6 +651,18 @@ impl<K: Key, V: Value> SubTables<K, V> for PageSet<K, V> {
             }
         }
         Ok(r)
+    }
+
+    fn lendable(&self, i: usize) -> bool {
+        self.host_lookups && self.in_place[i] && self.slot_of[i].is_none()
+    }
+
+    fn lend(&mut self, i: usize) -> Option<Arc<dyn Backend<K, V>>> {
+        if !self.lendable(i) {
+            return None;
+        }
+        self.stats.in_place += 1;
+        Some(self.host[i].clone())
     }
 
     fn make_room(&mut self, keep: usize) {
@@ -645,13 +701,13 @@ impl<K: Key, V: Value> PagedTable<K, V> {
         let pages = paging.pages as usize;
         let slots = checked_slots::<K, V>(page.scheme, capacity.div_ceil(pages as u64))?;
         let config = Config { slots, ..page };
-        let mut host: Vec<Box<dyn Backend<K, V>>> = Vec::with_capacity(pages);
+        let mut host: Vec<Arc<dyn Backend<K, V>>> = Vec::with_capacity(pages);
         #[cfg(feature = "cuda")]
         let mut batcher = None;
         let transport: Box<dyn Transport<K, V>> = match device {
             Device::Cpu => {
                 for _ in 0..pages {
-                    host.push(Box::new(CpuTable::<K, V>::new(config)?));
+                    host.push(Arc::new(CpuTable::<K, V>::new(config)?));
                 }
                 Box::new(CpuTransport)
             }
@@ -660,7 +716,7 @@ impl<K: Key, V: Value> PagedTable<K, V> {
                 device.check_scheme(page.scheme)?;
                 let cuda = crate::backend::cuda::paging::CudaPages::new(ordinal)?;
                 for _ in 0..pages {
-                    host.push(Box::new(cuda.host_page::<K, V>(config)?));
+                    host.push(Arc::new(cuda.host_page::<K, V>(config)?));
                 }
                 // A batch's scratch may take as much device memory as the
                 // resident pages do.
@@ -685,6 +741,7 @@ impl<K: Key, V: Value> PagedTable<K, V> {
             zero_copy: paging.zero_copy.unwrap_or(Paging::ZERO_COPY_BYTES_PER_KEY),
             slot_bytes: <K::Word<V> as crate::core::layout::Word>::BYTES as u64,
             in_place: vec![false; pages],
+            host_lookups: paging.host_lookups.unwrap_or(true),
             clock: 0,
             stats: PagingStats::default(),
             transport,
@@ -837,7 +894,7 @@ impl<K: Key, V: Value> Backend<K, V> for PagedTable<K, V> {
     fn clear(&mut self) -> Result<()> {
         let set = self.set_mut();
         for t in &mut set.host {
-            t.clear()?;
+            PageSet::host_mut(t).clear()?;
         }
         for slot in set.slots.iter_mut().flatten() {
             slot.table.clear()?;

@@ -26,6 +26,7 @@
 
 use std::mem::size_of;
 use std::ops::Range;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use cudarc::driver::{result as cu, CudaContext, CudaSlice, CudaStream, CudaView, DevicePtr, DevicePtrMut, DeviceRepr, PinnedHostSlice, PushKernelArg};
@@ -134,7 +135,15 @@ pub(crate) struct Batcher {
     /// Pinned host memory for keys up and results down (cached, not
     /// write-combined: the host reads the results), grown as needed.
     pinned: Mutex<Option<PinnedHostSlice<u8>>>,
+    /// The share of the keys of the pages a lookup reads in place that the
+    /// host's cores look up beside the GPU (f64 bits), tuned after each
+    /// group so both sides finish together ([`Batcher::tune_host_share`]).
+    host_share: AtomicU64,
 }
+
+/// Bounds of [`Batcher::host_share`]: the host always takes the smallest
+/// page at least (so its rate keeps being measured), the GPU may take none.
+const HOST_SHARE: (f64, f64) = (1.0 / 64.0, 1.0);
 
 impl Batcher {
     /// A batcher for a paged table of `scheme` on `ctx`'s device whose
@@ -143,7 +152,26 @@ impl Batcher {
         let e = |e| driver_error(ctx.ordinal(), e);
         let stream = ctx.new_stream().map_err(e)?;
         let sms = ctx.attribute(cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT).map_err(e)? as u64;
-        Ok(Batcher { ctx: ctx.clone(), stream, scheme, sms, wave_bytes, pinned: Mutex::new(None) })
+        let host_share = AtomicU64::new(0.5f64.to_bits());
+        Ok(Batcher { ctx: ctx.clone(), stream, scheme, sms, wave_bytes, pinned: Mutex::new(None), host_share })
+    }
+
+    /// The share of the keys read in place that the host looks up.
+    pub(crate) fn host_share(&self) -> f64 {
+        f64::from_bits(self.host_share.load(Ordering::Relaxed))
+    }
+
+    /// After a group whose pages read in place were shared: the host took
+    /// `host` seconds for its share, the GPU `device` for everything else
+    /// (its own pages and the rest of those read in place). The share moves
+    /// toward both taking as long (by the square root of their ratio, so a
+    /// noisy group moves it less), within [`HOST_SHARE`].
+    pub(crate) fn tune_host_share(&self, host: f64, device: f64) {
+        if !(host > 0.0 && device > 0.0) {
+            return;
+        }
+        let share = (self.host_share() * (device / host).sqrt()).clamp(HOST_SHARE.0, HOST_SHARE.1);
+        self.host_share.store(share.to_bits(), Ordering::Relaxed);
     }
 
     /// The stream the batcher's own work runs on.
@@ -226,10 +254,33 @@ impl Batcher {
         })
     }
 
-    /// Items in device memory, on the host.
-    pub(crate) fn download<T: DeviceRepr>(&self, src: &CudaView<'_, T>) -> Result<Vec<T>> {
-        let out = self.stream.clone_dtoh(src).map_err(|e| self.err(e))?;
-        self.stream.synchronize().map_err(|e| self.err(e))?;
+    /// Items in device memory, on the host (through pinned memory, copied
+    /// out on every core: a pageable copy of tens of megabytes runs at a
+    /// few GB/s).
+    pub(crate) fn download<T: DeviceRepr + bytemuck::Pod + Send + Sync>(&self, src: &CudaView<'_, T>) -> Result<Vec<T>> {
+        let e = |e| self.err(e);
+        let n = src.len();
+        let bytes = n * size_of::<T>();
+        let mut out: Vec<T> = bytemuck::allocation::try_zeroed_vec(n)
+            .map_err(|()| crate::Error::OutOfMemory { bytes: bytes as u64, device: "host memory for results".into() })?;
+        self.with_pinned(bytes, |pinned| {
+            match pinned {
+                Some(p) => {
+                    let buf = p.as_mut_slice().map_err(e)?;
+                    let (ptr, _record) = src.device_ptr(&self.stream);
+                    // Safety: `buf` holds at least `bytes`, `src` exactly;
+                    // read only after the synchronisation below.
+                    unsafe { cu::memcpy_dtoh_async(&mut buf[..bytes], ptr, self.stream.cu_stream()) }.map_err(e)?;
+                    self.stream.synchronize().map_err(e)?;
+                    par_copy(bytemuck::cast_slice_mut(&mut out), &buf[..bytes]);
+                }
+                None => {
+                    self.stream.memcpy_dtoh(src, &mut out).map_err(e)?;
+                    self.stream.synchronize().map_err(e)?;
+                }
+            }
+            Ok(())
+        })?;
         Ok(out)
     }
 
