@@ -181,8 +181,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             let start = Instant::now();
             t.find_into(&hot, &mut out[..hot.len()], &mut hit[..hot.len()])?;
             let secs = start.elapsed().as_secs_f64();
-            if hit[..hot.len()].iter().any(|h| !h) {
-                return Err("a hot-page lookup missed a stored key".into());
+            if hit[..hot.len()].iter().zip(&out[..hot.len()]).zip(&hot).any(|((h, v), k)| !h || *v != k.wrapping_mul(3)) {
+                return Err("a hot-page lookup returned a wrong value".into());
             }
             if rep == 2 {
                 let ins = t.paged().unwrap().stats().page_ins - before;
