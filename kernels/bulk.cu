@@ -1531,31 +1531,56 @@ extern "C" __global__ void gh_page_count(const K* keys, u64 n, u64 seed, u64 pag
 
 // Moves each key of a group of pages to sorted[cursor[slot[page]]++] (its
 // value, when given, to sorted_values at the same place) and records its
-// batch position there; slot[page] is the page's place in the group, ~0
-// for a page left to another group. The page is recomputed rather than
-// stored: a hash costs less than 4 bytes a key of scratch. The lanes of a
-// warp that share a page take their places with one atomic (a batch
-// spreads over few pages, so per-key atomics on a handful of counters
-// would serialise). Within a warp, batch order is kept.
+// batch position there; slot[page] is the page's place in the group (below
+// `slots`), ~0 for a page left to another group. The page is recomputed
+// rather than stored: a hash costs less than 4 bytes a key of scratch.
+// A batch spreads over few pages, so per-key atomics on their handful of
+// cursors would serialise: a block takes a tile of keys, the lanes of a
+// warp that share a page take their places in the tile with one
+// shared-memory atomic, and the block then claims each page's run with one
+// global atomic (a group of more than GH_SCATTER_SHARED pages: one global
+// atomic per warp and page). Within a warp, batch order is kept.
+#define GH_SCATTER_SHARED 2048
+#define GH_SCATTER_ITEMS 8
 extern "C" __global__ void gh_page_scatter(const K* keys, const V* values, u64 n, u64 seed, u64 pages, const u32* slot,
-                                           u32* cursor, K* sorted, V* sorted_values, u32* pos) {
+                                           u64 slots, u32* cursor, K* sorted, V* sorted_values, u32* pos) {
+    __shared__ u32 count[GH_SCATTER_SHARED];
+    __shared__ u32 base[GH_SCATTER_SHARED];
     const u32 lane = threadIdx.x & 31;
-    // Warp-uniform loop: every lane runs every iteration (blockDim.x is a multiple of 32).
-    for (u64 first = thread_index() - lane; first < n; first += grid_stride()) {
-        const u64 i = first + lane;
-        const K key = i < n ? keys[i] : K(0);
-        const u32 s = i < n ? slot[page_of_key(key, seed, pages)] : 0xffffffffu;
-        const bool live = s != 0xffffffffu;
-        const u32 peers = __match_any_sync(0xffffffffu, s);
-        const u32 leader = __ffs(peers) - 1;
-        u32 base = 0;
-        if (live && lane == leader) base = atomicAdd(&cursor[s], (u32)__popc(peers));
-        base = __shfl_sync(0xffffffffu, base, leader);
-        if (live) {
-            const u32 at = base + __popc(peers & ((1u << lane) - 1u));
-            sorted[at] = key;
-            if (values) sorted_values[at] = values[i];
-            pos[at] = (u32)i;
+    const u32 below = (1u << lane) - 1u;
+    const bool in_shared = slots <= GH_SCATTER_SHARED;
+    const u64 tile = (u64)blockDim.x * GH_SCATTER_ITEMS;
+    // Block-uniform loop: every thread runs every tile (the barriers).
+    for (u64 first = (u64)blockIdx.x * tile; first < n; first += (u64)gridDim.x * tile) {
+        if (in_shared)
+            for (u64 j = threadIdx.x; j < slots; j += blockDim.x) count[j] = 0;
+        __syncthreads();
+        u32 at[GH_SCATTER_ITEMS], s[GH_SCATTER_ITEMS];
+        K k[GH_SCATTER_ITEMS];
+#pragma unroll
+        for (int it = 0; it < GH_SCATTER_ITEMS; ++it) {
+            const u64 i = first + (u64)it * blockDim.x + threadIdx.x;
+            k[it] = i < n ? keys[i] : K(0);
+            s[it] = i < n ? slot[page_of_key(k[it], seed, pages)] : 0xffffffffu;
+            const bool live = s[it] != 0xffffffffu;
+            const u32 peers = __match_any_sync(0xffffffffu, s[it]);
+            const u32 leader = __ffs(peers) - 1;
+            u32 b = 0;
+            if (live && lane == leader) b = atomicAdd(in_shared ? &count[s[it]] : &cursor[s[it]], (u32)__popc(peers));
+            at[it] = __shfl_sync(0xffffffffu, b, leader) + __popc(peers & below);
+        }
+        __syncthreads();
+        if (in_shared)
+            for (u64 j = threadIdx.x; j < slots; j += blockDim.x) base[j] = count[j] ? atomicAdd(&cursor[j], count[j]) : 0;
+        __syncthreads();
+#pragma unroll
+        for (int it = 0; it < GH_SCATTER_ITEMS; ++it) {
+            if (s[it] == 0xffffffffu) continue;
+            const u64 i = first + (u64)it * blockDim.x + threadIdx.x;
+            const u32 to = (in_shared ? base[s[it]] : 0u) + at[it];
+            sorted[to] = k[it];
+            if (values) sorted_values[to] = values[i];
+            pos[to] = (u32)i;
         }
     }
 }

@@ -85,15 +85,14 @@ struct Lent<K: Key, V: Value> {
 /// group's pages are done (results back to wave order). `op` returns its
 /// result and whether it changed the page.
 ///
-/// Lookups only: of the pages the table would have read in place and can
-/// lend ([`SubTables::lendable`]), the host takes the smallest, holding the
-/// batcher's share of their keys ([`Batcher::host_share`]); those are not
-/// visited: `aside(pages, keys by page, span)` brings their keys (`span`
-/// of the keys by page, which holds their ranges) to the host and looks
-/// them up there, on a thread of its own, while the GPU works on the
-/// group's other pages (the rest read in place over the bus); `settle`
-/// then takes its result, before `after`. Both sides are timed, to tune
-/// the share.
+/// Lookups only: of the pages the table can lend ([`SubTables::lendable`]:
+/// those not resident), the host takes the smallest, holding the batcher's
+/// share of their keys ([`Batcher::host_share`]); those are not visited:
+/// `aside(pages, keys by page, span)` brings their keys (`span` of the
+/// keys by page, which holds their ranges) to the host and looks them up
+/// there, on a thread of its own, while the GPU works on the group's other
+/// pages; `settle` then takes its result and the span, before `after`.
+/// Both sides are timed, to tune the share.
 #[allow(clippy::too_many_arguments)] // the three stages of a page's work, and the lookups' two beside it
 fn each_page<K: Key, V: Value, S: SubTables<K, V>, T, R, A: Send>(
     b: &Batcher,
@@ -101,7 +100,7 @@ fn each_page<K: Key, V: Value, S: SubTables<K, V>, T, R, A: Send>(
     l: &mut Loaded<K, V, T>,
     mut op: impl FnMut(On<'_, K, V>, &Routed<K, V>, &mut T, Range<usize>) -> Result<(R, bool)>,
     aside: impl Fn(&[Lent<K, V>], &CudaSlice<K>, Range<usize>) -> Result<A> + Sync,
-    mut settle: impl FnMut(A, &[Lent<K, V>], &Routed<K, V>, &mut T) -> Result<()>,
+    mut settle: impl FnMut(A, Range<usize>, &mut T) -> Result<()>,
     mut after: impl FnMut(&Routed<K, V>, &mut T) -> Result<()>,
     mut fold: impl FnMut(usize, R),
 ) -> Result<()> {
@@ -110,36 +109,43 @@ fn each_page<K: Key, V: Value, S: SubTables<K, V>, T, R, A: Send>(
     for group in &groups {
         let order = s.visit_sized(group.clone(), &|p| l.wave.counts[p], l.access);
         let counts = &l.wave.counts;
-        let (mut shared, mut visit): (Vec<usize>, Vec<usize>) = order.into_iter().partition(|&p| read && s.lendable(p));
-        // The host takes the smallest pages (the GPU pays a launch and a
-        // wait for each), up to its share of the keys; the GPU the rest,
-        // visited last as before.
-        shared.sort_by_key(|&p| counts[p]);
-        let total: usize = shared.iter().map(|&p| counts[p]).sum();
-        let target = ((total as f64 * b.host_share()) as usize).max(1);
+        // The host takes the pages that save the GPU the most time for its
+        // own (the GPU pays a page's bytes for one it brings in, however
+        // few its keys), while that ends the group sooner; the GPU keeps
+        // the rest, in the visiting order (which the prefetch follows).
+        let (host_rate, device_rate) = b.rates();
+        let cost: Vec<u64> = order.iter().map(|&p| s.device_cost(p, counts[p])).collect();
+        let mut device_s = cost.iter().sum::<u64>() as f64 * device_rate;
+        let mut host_s = 0.0;
+        let mut shared: Vec<(usize, u64)> =
+            order.iter().zip(&cost).filter(|&(&p, _)| read && counts[p] > 0 && s.lendable(p)).map(|(&p, &c)| (p, c)).collect();
+        shared.sort_by(|x, y| (y.1 as f64 / counts[y.0] as f64).total_cmp(&(x.1 as f64 / counts[x.0] as f64)));
         let mut host = Vec::new();
-        let mut taken = 0;
-        for p in shared {
-            match if taken < target { s.lend(p) } else { None } {
-                Some(table) => {
-                    taken += counts[p];
-                    host.push((p, table));
-                }
-                None => visit.push(p),
+        for (p, c) in shared {
+            let (h, d) = (counts[p] as f64 * host_rate, c as f64 * device_rate);
+            if (host_s + h).max(device_s - d) >= host_s.max(device_s) {
+                continue;
+            }
+            if let Some(table) = s.lend(p) {
+                host_s += h;
+                device_s -= d;
+                host.push((p, table));
             }
         }
+        let visit: Vec<usize> = order.into_iter().filter(|p| !host.iter().any(|(h, _)| h == p)).collect();
+        let device_bytes: u64 = visit.iter().map(|&p| s.device_cost(p, counts[p])).sum();
         // Routed with the host's pages last, so their keys come down, and
         // their results go up, in one copy each.
         let layout: Vec<usize> = visit.iter().copied().chain(host.iter().map(|(p, _)| *p)).collect();
         b.route(&l.wave, &layout, &mut l.routed)?;
         let lent: Vec<Lent<K, V>> = host.into_iter().map(|(p, table)| Lent { table, range: l.routed.range(p) }).collect();
         let span = lent.iter().map(|x| x.range.start).min().unwrap_or(0)..lent.iter().map(|x| x.range.end).max().unwrap_or(0);
-        let (aside, lent_ref, routed_keys) = (&aside, &lent, &l.routed.keys);
-        let beside = std::thread::scope(|scope| -> Result<Option<(A, f64, f64)>> {
+        let (aside, lent_ref, routed_keys, lent_span) = (&aside, &lent, &l.routed.keys, span.clone());
+        let beside = std::thread::scope(|scope| -> Result<(Option<(A, f64)>, f64)> {
             let task = (!lent_ref.is_empty()).then(|| {
                 scope.spawn(move || {
                     let start = Instant::now();
-                    aside(lent_ref, routed_keys, span).map(|a| (a, start.elapsed().as_secs_f64()))
+                    aside(lent_ref, routed_keys, lent_span).map(|a| (a, start.elapsed().as_secs_f64()))
                 })
             });
             let start = Instant::now();
@@ -171,11 +177,15 @@ fn each_page<K: Key, V: Value, S: SubTables<K, V>, T, R, A: Send>(
             // The host's lookups are joined whatever the GPU's work did.
             let beside = task.map(|t| t.join().unwrap_or_else(|p| std::panic::resume_unwind(p))).transpose();
             done?;
-            Ok(beside?.map(|(a, host)| (a, host, device)))
+            Ok((beside?, device))
         })?;
-        if let Some((a, host, device)) = beside {
-            b.tune_host_share(host, device);
-            settle(a, &lent, &l.routed, &mut l.extra)?;
+        let host_keys = span.len();
+        let (beside, device) = beside;
+        if read {
+            b.measured(host_keys, beside.as_ref().map_or(0.0, |x| x.1), device_bytes, device);
+        }
+        if let Some((a, _)) = beside {
+            settle(a, span, &mut l.extra)?;
         }
         drop(lent);
         after(&l.routed, &mut l.extra)?;
@@ -280,24 +290,20 @@ fn lookup_wave<K: Key, V: Value, S: SubTables<K, V>>(
                     }
                     None => t.contains(&keys, &mut hf)?,
                 };
-                let flags: Vec<u8> = hf.iter().map(|&x| x as u8).collect();
-                b.upload_into(&flags, &mut bp.found.slice_mut(r))?;
+                b.upload_into(bytemuck::cast_slice::<bool, u8>(&hf), &mut bp.found.slice_mut(r))?;
                 Ok((h, false))
             }
         },
-        |lent, keys, span| lookup_beside(lent, &b.download(&keys.slice(span))?, with_values),
-        |(hv, hf, h), lent, _, bp| {
+        |lent, keys, span| {
+            let keys = b.download(&keys.slice(span))?;
+            b.beside(|| lookup_beside(lent, &keys, with_values))
+        },
+        |(hv, hf, h), span, bp| {
             hits_beside += h;
-            let flags: &[u8] = bytemuck::cast_slice(&hf);
-            let lo = lent.iter().map(|x| x.range.start).min().unwrap_or(0);
-            for run in runs(lent.iter().map(|x| x.range.clone()).collect()) {
-                let at = run.start - lo..run.end - lo;
-                if let Some(sv) = &mut bp.values {
-                    b.upload_into(&hv[at.clone()], &mut sv.slice_mut(run.clone()))?;
-                }
-                b.upload_into(&flags[at], &mut bp.found.slice_mut(run))?;
+            if let Some(sv) = &mut bp.values {
+                b.upload_into(&hv, &mut sv.slice_mut(span.clone()))?;
             }
-            Ok(())
+            b.upload_into(bytemuck::cast_slice::<bool, u8>(&hf), &mut bp.found.slice_mut(span))
         },
         |routed, bp| {
             let values = match (&bp.values, &mut bp.out_values) {
@@ -316,34 +322,29 @@ fn lookup_wave<K: Key, V: Value, S: SubTables<K, V>>(
     Ok(hits + hits_beside)
 }
 
-/// Looks the keys of the lent pages up in host memory (`keys` cover their
-/// ranges from the first one's start, as do the results), the pages in
-/// parallel: values (with `with_values`), found flags and hits.
+/// Looks the keys of the lent pages up in host memory, the pages in
+/// parallel: values (with `with_values`), found flags and hits. `keys` and
+/// the results cover the pages' ranges, which follow one another in
+/// `lent`'s order (they were routed so).
 fn lookup_beside<K: Key, V: Value>(lent: &[Lent<K, V>], keys: &[K], with_values: bool) -> Result<(Vec<V>, Vec<bool>, u64)> {
-    let lo = lent.iter().map(|x| x.range.start).min().unwrap_or(0);
+    debug_assert!(lent.windows(2).all(|w| w[0].range.end == w[1].range.start));
     let mut values = vec![V::from_bits(0); if with_values { keys.len() } else { 0 }];
     let mut found = vec![false; keys.len()];
-    let mut by_start: Vec<&Lent<K, V>> = lent.iter().collect();
-    by_start.sort_by_key(|x| x.range.start);
-    // Each page's own part of the results, split off in range order.
-    let mut pieces = Vec::with_capacity(by_start.len());
-    let (mut rest_v, mut rest_f, mut at) = (&mut values[..], &mut found[..], lo);
-    for x in by_start {
-        let skip = x.range.start - at;
+    // Each page's own part of the keys and results.
+    let mut pieces = Vec::with_capacity(lent.len());
+    let (mut rest_k, mut rest_v, mut rest_f) = (keys, &mut values[..], &mut found[..]);
+    for x in lent {
         let n = x.range.len();
-        let (_, f) = std::mem::take(&mut rest_f).split_at_mut(skip);
-        let (f, tail_f) = f.split_at_mut(n);
+        let (k, tail_k) = rest_k.split_at(n);
+        rest_k = tail_k;
+        let (f, tail_f) = std::mem::take(&mut rest_f).split_at_mut(n);
         rest_f = tail_f;
-        let v = if with_values {
-            let (_, v) = std::mem::take(&mut rest_v).split_at_mut(skip);
-            let (v, tail_v) = v.split_at_mut(n);
+        let v = with_values.then(|| {
+            let (v, tail_v) = std::mem::take(&mut rest_v).split_at_mut(n);
             rest_v = tail_v;
-            Some(v)
-        } else {
-            None
-        };
-        at = x.range.end;
-        pieces.push((x, &keys[x.range.start - lo..x.range.end - lo], v, f));
+            v
+        });
+        pieces.push((x, k, v, f));
     }
     let hits = pieces
         .into_par_iter()
@@ -353,19 +354,6 @@ fn lookup_beside<K: Key, V: Value>(lent: &[Lent<K, V>], keys: &[K], with_values:
         })
         .try_reduce(|| 0, |a, b| Ok(a + b))?;
     Ok((values, found, hits))
-}
-
-/// `ranges` merged where one ends as the next starts, in order.
-fn runs(mut ranges: Vec<Range<usize>>) -> Vec<Range<usize>> {
-    ranges.sort_by_key(|r| r.start);
-    let mut out: Vec<Range<usize>> = Vec::new();
-    for r in ranges {
-        match out.last_mut() {
-            Some(last) if last.end == r.start => last.end = r.end,
-            _ => out.push(r),
-        }
-    }
-    out
 }
 
 /// Routed `erase` with the batch split on the device: the keys removed.
@@ -395,7 +383,7 @@ pub(crate) fn erase<K: Key, V: Value, S: SubTables<K, V>>(b: &Batcher, s: &mut S
                 Ok((n, n > 0))
             },
             |_, _, _| Ok(()),
-            |(), _, _, _| Ok(()),
+            |(), _, _| Ok(()),
             |_, _| Ok(()),
             |_, n| removed += n,
         )?;
@@ -455,7 +443,7 @@ pub(crate) fn insert_with<K: Key, V: Value, S: SubTables<K, V>>(
                 Ok(((out, pos), changed))
             },
             |_, _, _| Ok(()),
-            |(), _, _, _| Ok(()),
+            |(), _, _| Ok(()),
             |_, _| Ok(()),
             |p, (out, pos)| outs.push((p, out, pos)),
         );

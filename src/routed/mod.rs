@@ -212,13 +212,20 @@ pub(crate) trait SubTables<K: Key, V: Value> {
     /// `keep`) before one sub-table's failed insert is tried again.
     fn make_room(&mut self, keep: usize);
     /// Whether sub-table `i` may be read beside the call's other work
-    /// ([`SubTables::lend`]): the last [`SubTables::visit_sized`] chose to
-    /// work on it where it lies, and the host may read it there (a paged
-    /// table's lookups on the host's cores while the GPU works on the
-    /// other pages).
+    /// ([`SubTables::lend`]): a paged table's page that is not resident,
+    /// which the host's cores may look up where it lies while the GPU
+    /// works on the other pages.
     fn lendable(&self, i: usize) -> bool {
         let _ = i;
         false
+    }
+    /// What sub-table `i`'s `keys` lookups cost the GPU, in bytes of bus
+    /// time, as the last [`SubTables::visit_sized`] (of a lookup split on
+    /// the device) would work on it: against the host's time for the same
+    /// keys, it decides which pages the host takes ([`SubTables::lend`]).
+    fn device_cost(&self, i: usize, keys: usize) -> u64 {
+        let _ = i;
+        keys as u64
     }
     /// Sub-table `i`, [`SubTables::lendable`], to read beside the call's
     /// other work; the caller then reads it through the returned handle

@@ -36,11 +36,15 @@
 //! **Sparse pages**: a page a call touches with so few keys that they cost
 //! less than the page's bytes on the bus ([`Paging::sparse`],
 //! [`Paging::zero_copy`]) is worked on where it lies in host memory, by the
-//! host's cores or, for lookups split on the GPU, shared between the host's
-//! cores, which look their pages up while the GPU works on the others, and
-//! the pages' lookup kernels reading their page-locked cells
-//! ([`Paging::host_lookups`]); it is neither brought in nor evicts
-//! another, so the pages a skewed workload keeps hot stay resident.
+//! host's cores or, for lookups split on the GPU, by the pages' lookup
+//! kernels reading their page-locked cells; it is neither brought in nor
+//! evicts another, so the pages a skewed workload keeps hot stay resident.
+//!
+//! **Lookups shared with the host** ([`Paging::host_lookups`]): a lookup
+//! split on the GPU hands some of the pages that are not resident (the
+//! sparse ones and those it would bring in) to the host's cores, which look
+//! them up in host memory on a thread of their own while the GPU works on
+//! the others; a share that follows both sides' times balances the two.
 //!
 //! **On the CPU** the host pages are CPU tables and a resident slot holds a
 //! working copy of its page, also in host memory: the copies, evictions and
@@ -129,9 +133,9 @@ pub struct Paging {
     /// page in host memory with the GPU (see [`Paging::zero_copy`]);
     /// `None`: [`Paging::ZERO_COPY_BYTES_PER_KEY`].
     pub zero_copy: Option<u64>,
-    /// Whether lookups split on the device look the keys of the pages they
-    /// work on in place up on the host's cores, beside the GPU's work on
-    /// their other pages (see [`Paging::host_lookups`]); `None`: yes.
+    /// Whether lookups split on the device look the keys of some pages
+    /// that are not resident up on the host's cores, beside the GPU's work
+    /// on their other pages (see [`Paging::host_lookups`]); `None`: yes.
     pub host_lookups: Option<bool>,
 }
 
@@ -235,18 +239,23 @@ impl Paging {
     /// 2.3 million on 2 GiB ones (BENCHMARKS.md). Pages read in place are
     /// read one at a time.
     pub const ZERO_COPY_REACH: u64 = 512 << 20;
-    /// Who serves the pages a lookup split on the device (CUDA) works on in
-    /// place ([`Paging::zero_copy`] chooses them). `true` (the default):
-    /// the host's cores and the GPU share them. The host takes the pages
-    /// with the fewest keys up to a share of their keys and looks those up
-    /// in the host pages on a thread of its own while the GPU works on the
-    /// call's other pages and reads the rest over the bus; the bus carries
-    /// only the host's keys and their results. The share starts at half
-    /// and follows the two sides' measured times after every group of
-    /// pages, so both finish together on any machine. `false`: the GPU
-    /// reads them all over the bus (zero-copy), one page after another,
-    /// after the others. On an H200 with 16 host cores, hot-page lookups
-    /// ran 1.17x faster shared than on the GPU alone (BENCHMARKS.md).
+    /// Who serves the pages a lookup split on the device (CUDA) finds not
+    /// resident. `true` (the default): the host's cores and the GPU share
+    /// them. The host looks its pages up in host memory on a thread of its
+    /// own while the GPU works on the call's other pages: the resident
+    /// ones, those worth bringing in and those read over the bus
+    /// ([`Paging::zero_copy`] chooses). Each group of pages is split by
+    /// cost: the GPU's time for a page is its bus bytes (the whole page
+    /// for one brought in, a launch and `zero_copy` bytes a key for one
+    /// read in place), the host's its keys, both at rates measured on
+    /// earlier groups; the host takes the pages that save the GPU the most
+    /// for its time as long as that ends the group sooner, so a slow host
+    /// takes few pages and a hot page stays on the GPU. The bus carries
+    /// only the host's keys and their results, and a page the host takes
+    /// is neither brought in nor evicts another. `false`: the GPU brings in
+    /// or reads over the bus (zero-copy) every page itself. On an H100
+    /// with 16 host cores, bulk lookups over a table 8x its budget ran
+    /// 1.11x, hot-page lookups 1.08x, the GPU alone's rate (BENCHMARKS.md).
     /// No effect on the CPU.
     pub const fn host_lookups(mut self, on: bool) -> Paging {
         self.host_lookups = Some(on);
@@ -280,8 +289,10 @@ pub struct PagingStats {
     /// Page rebuilds that changed a page's slot count (growth, or a whole
     /// table rehash), one page at a time.
     pub pages_resized: u64,
-    /// Non-resident pages a call touched with too few keys to bring them
-    /// in, worked on in host memory instead (see [`Paging::sparse`]).
+    /// Non-resident pages a call worked on in host memory instead of
+    /// bringing them in: too few keys to pay for the bus (see
+    /// [`Paging::sparse`]), or looked up by the host's cores beside the
+    /// GPU ([`Paging::host_lookups`]).
     pub in_place: u64,
 }
 
@@ -420,7 +431,7 @@ struct PageSet<K: Key, V: Value> {
     slot_bytes: u64,
     /// The pages the current call works on in place (not brought in).
     in_place: Vec<bool>,
-    /// Lend those pages to lookups that read them on the host ([`Paging::host_lookups`]).
+    /// Lend pages not resident to lookups that read them on the host ([`Paging::host_lookups`]).
     host_lookups: bool,
     clock: u64,
     stats: PagingStats,
@@ -552,15 +563,30 @@ impl<K: Key, V: Value> PageSet<K, V> {
 /// worked on where the page lies (`per_key` each) than the page brought in
 /// (and written back, for a change).
 fn cheaper_in_place(keys: u64, per_key: u64, page_bytes: u64, access: Access) -> bool {
-    let bus = match access {
-        Access::Write => page_bytes.saturating_mul(2),
-        // A key's zero-copy cost grows with the page past the reach, as
-        // the page's bytes do: the two meet as if the page were the reach.
-        Access::ReadOnDevice => page_bytes.min(Paging::ZERO_COPY_REACH),
-        Access::Read => page_bytes,
-    };
+    if access == Access::ReadOnDevice {
+        return keys.saturating_mul(zero_copy_per_key(per_key, page_bytes)) < page_bytes;
+    }
+    let bus = if access == Access::Write { page_bytes.saturating_mul(2) } else { page_bytes };
     keys.saturating_mul(per_key) < bus
 }
+
+/// The bus bytes a key the GPU reads in place from a page of `page_bytes`
+/// costs: `per_key`, grown in proportion to the page past
+/// [`Paging::ZERO_COPY_REACH`] (the reads slow down as they spread).
+fn zero_copy_per_key(per_key: u64, page_bytes: u64) -> u64 {
+    if page_bytes <= Paging::ZERO_COPY_REACH {
+        return per_key;
+    }
+    u64::try_from(per_key as u128 * page_bytes as u128 / Paging::ZERO_COPY_REACH as u128).unwrap_or(u64::MAX)
+}
+
+/// The GPU's cost of a lookup in a resident page, in bus bytes: resident
+/// lookups split on an H100 ran at about 5 billion a second, some 10 bytes
+/// of a 55 GB/s bus each.
+const RESIDENT_BYTES_PER_KEY: u64 = 8;
+/// The GPU's cost of reading a page in place beside its keys' bytes: a
+/// launch and a wait (some 20 microseconds of bus time).
+const LAUNCH_BYTES: u64 = 1 << 20;
 
 impl<K: Key, V: Value> SubTables<K, V> for PageSet<K, V> {
     fn router(&self) -> Router {
@@ -653,14 +679,34 @@ impl<K: Key, V: Value> SubTables<K, V> for PageSet<K, V> {
         Ok(r)
     }
 
+    /// Any page not resident: one the lookup would read in place, and one
+    /// it would bring in, which the host's cores may look up in about the
+    /// time the page takes to cross the bus.
     fn lendable(&self, i: usize) -> bool {
-        self.host_lookups && self.in_place[i] && self.slot_of[i].is_none()
+        self.host_lookups && self.slot_of[i].is_none()
+    }
+
+    /// A resident page costs its keys; one read in place, a launch and its
+    /// keys' zero-copy bytes; one brought in, its bytes.
+    fn device_cost(&self, i: usize, keys: usize) -> u64 {
+        let keys = keys as u64;
+        if self.slot_of[i].is_some() {
+            return keys.saturating_mul(RESIDENT_BYTES_PER_KEY);
+        }
+        let bytes = self.host[i].slots().saturating_mul(self.slot_bytes);
+        if self.in_place[i] {
+            LAUNCH_BYTES.saturating_add(keys.saturating_mul(zero_copy_per_key(self.zero_copy, bytes)))
+        } else {
+            bytes.saturating_add(keys.saturating_mul(RESIDENT_BYTES_PER_KEY))
+        }
     }
 
     fn lend(&mut self, i: usize) -> Option<Arc<dyn Backend<K, V>>> {
         if !self.lendable(i) {
             return None;
         }
+        // Lent, it is neither brought in nor prefetched.
+        self.upcoming.retain(|&p| p != i);
         self.stats.in_place += 1;
         Some(self.host[i].clone())
     }

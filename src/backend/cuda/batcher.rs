@@ -29,7 +29,7 @@ use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use cudarc::driver::{result as cu, CudaContext, CudaSlice, CudaStream, CudaView, DevicePtr, DevicePtrMut, DeviceRepr, PinnedHostSlice, PushKernelArg};
+use cudarc::driver::{result as cu, sys, CudaContext, CudaEvent, CudaSlice, CudaStream, CudaView, DevicePtr, DevicePtrMut, DeviceRepr, PinnedHostSlice, PushKernelArg};
 
 use super::kernels::{kernels, Kernels};
 use super::staging::{bytes_of, copy_to_values, par_copy, par_flags};
@@ -44,6 +44,14 @@ use crate::{Device, Result};
 /// read-back of the page counts and the synchronisations (the staging
 /// pipeline's threshold, for the same reasons).
 pub(crate) const MIN_KEYS: usize = super::staging::STAGE_MIN_KEYS;
+
+/// Bytes a copy through the pinned buffer moves a step: the host copies a
+/// step in (or out) while the bus moves another, so a copy of hundreds of
+/// megabytes takes about the longer of the two, not their sum.
+const STEP: usize = 16 << 20;
+
+/// Keys a thread of `gh_page_scatter` takes per tile (`GH_SCATTER_ITEMS`).
+const SCATTER_ITEMS: u64 = 8;
 
 /// What a routed call keeps on the device besides the keys, which decides
 /// its scratch per key.
@@ -135,15 +143,23 @@ pub(crate) struct Batcher {
     /// Pinned host memory for keys up and results down (cached, not
     /// write-combined: the host reads the results), grown as needed.
     pinned: Mutex<Option<PinnedHostSlice<u8>>>,
-    /// The share of the keys of the pages a lookup reads in place that the
-    /// host's cores look up beside the GPU (f64 bits), tuned after each
-    /// group so both sides finish together ([`Batcher::tune_host_share`]).
-    host_share: AtomicU64,
+    /// What sharing a lookup's pages with the host's cores has measured
+    /// (f64 bits): the host's seconds a key, and the GPU's seconds a byte
+    /// of its estimated cost (`SubTables::device_cost`), tuned after every
+    /// group ([`Batcher::measured`]).
+    host_s_per_key: AtomicU64,
+    device_s_per_byte: AtomicU64,
+    /// The host's lookups beside the GPU run here: every core but one,
+    /// which the thread driving the GPU keeps (its launches and waits
+    /// queue behind busy cores otherwise). `None`: one core, or no pool.
+    beside_pool: std::sync::OnceLock<Option<rayon::ThreadPool>>,
 }
 
-/// Bounds of [`Batcher::host_share`]: the host always takes the smallest
-/// page at least (so its rate keeps being measured), the GPU may take none.
-const HOST_SHARE: (f64, f64) = (1.0 / 64.0, 1.0);
+/// The rates a batcher starts from: about 0.5 billion lookups a second on
+/// 16 host cores, as measured on an H200's host with small pages, and a
+/// bus of 50 GB/s.
+const HOST_S_PER_KEY: f64 = 2e-9;
+const DEVICE_S_PER_BYTE: f64 = 1.0 / 50e9;
 
 impl Batcher {
     /// A batcher for a paged table of `scheme` on `ctx`'s device whose
@@ -152,26 +168,57 @@ impl Batcher {
         let e = |e| driver_error(ctx.ordinal(), e);
         let stream = ctx.new_stream().map_err(e)?;
         let sms = ctx.attribute(cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT).map_err(e)? as u64;
-        let host_share = AtomicU64::new(0.5f64.to_bits());
-        Ok(Batcher { ctx: ctx.clone(), stream, scheme, sms, wave_bytes, pinned: Mutex::new(None), host_share })
+        let (host_s_per_key, device_s_per_byte) = (AtomicU64::new(HOST_S_PER_KEY.to_bits()), AtomicU64::new(DEVICE_S_PER_BYTE.to_bits()));
+        Ok(Batcher {
+            ctx: ctx.clone(),
+            stream,
+            scheme,
+            sms,
+            wave_bytes,
+            pinned: Mutex::new(None),
+            host_s_per_key,
+            device_s_per_byte,
+            beside_pool: std::sync::OnceLock::new(),
+        })
     }
 
-    /// The share of the keys read in place that the host looks up.
-    pub(crate) fn host_share(&self) -> f64 {
-        f64::from_bits(self.host_share.load(Ordering::Relaxed))
-    }
-
-    /// After a group whose pages read in place were shared: the host took
-    /// `host` seconds for its share, the GPU `device` for everything else
-    /// (its own pages and the rest of those read in place). The share moves
-    /// toward both taking as long (by the square root of their ratio, so a
-    /// noisy group moves it less), within [`HOST_SHARE`].
-    pub(crate) fn tune_host_share(&self, host: f64, device: f64) {
-        if !(host > 0.0 && device > 0.0) {
-            return;
+    /// Runs `f` (the host's lookups beside the GPU) on every core but one.
+    pub(crate) fn beside<R: Send>(&self, f: impl FnOnce() -> R + Send) -> R {
+        let pool = self.beside_pool.get_or_init(|| {
+            let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+            (cores > 1).then(|| rayon::ThreadPoolBuilder::new().num_threads(cores - 1).build().ok()).flatten()
+        });
+        match pool {
+            Some(pool) => pool.install(f),
+            None => f(),
         }
-        let share = (self.host_share() * (device / host).sqrt()).clamp(HOST_SHARE.0, HOST_SHARE.1);
-        self.host_share.store(share.to_bits(), Ordering::Relaxed);
+    }
+
+    /// The host's seconds a key looked up beside the GPU, and the GPU's
+    /// seconds a byte of its cost, as measured so far.
+    pub(crate) fn rates(&self) -> (f64, f64) {
+        (f64::from_bits(self.host_s_per_key.load(Ordering::Relaxed)), f64::from_bits(self.device_s_per_byte.load(Ordering::Relaxed)))
+    }
+
+    /// After a group: the host looked up `host_keys` in `host` seconds
+    /// beside the GPU, which worked `device` seconds on pages costing
+    /// `device_bytes`. Each rate moves three quarters of the way (in log)
+    /// to the one measured: a host that runs slower while the bus is busy
+    /// is learnt within a group or two, and one noisy group is damped; a
+    /// side that did nothing keeps its rate.
+    pub(crate) fn measured(&self, host_keys: usize, host: f64, device_bytes: u64, device: f64) {
+        let tune = |rate: &AtomicU64, measured: f64| {
+            if measured.is_finite() && measured > 0.0 {
+                let old = f64::from_bits(rate.load(Ordering::Relaxed));
+                rate.store((old.powf(0.25) * measured.powf(0.75)).to_bits(), Ordering::Relaxed);
+            }
+        };
+        if host_keys > 0 {
+            tune(&self.host_s_per_key, host / host_keys as f64);
+        }
+        if device_bytes > 0 {
+            tune(&self.device_s_per_byte, device / device_bytes as f64);
+        }
     }
 
     /// The stream the batcher's own work runs on.
@@ -239,11 +286,16 @@ impl Batcher {
             match pinned {
                 Some(p) => {
                     let buf = p.as_mut_slice().map_err(|e| self.err(e))?;
-                    par_copy(buf, bytes);
-                    // Safety: `dst` holds at least `src.len()` items (checked by the
-                    // callers' lengths); the pinned source is not touched until the
-                    // stream is synchronised below.
-                    unsafe { cu::memcpy_htod_async(ptr, &buf[..bytes.len()], self.stream.cu_stream()) }.map_err(|e| self.err(e))?;
+                    // A step's copy into pinned memory overlaps the bus
+                    // moving the step before.
+                    for at in (0..bytes.len()).step_by(STEP) {
+                        let end = (at + STEP).min(bytes.len());
+                        par_copy(&mut buf[at..end], &bytes[at..end]);
+                        // Safety: `dst` holds at least `src.len()` items (checked by the
+                        // callers' lengths); the pinned source is not touched until the
+                        // stream is synchronised below.
+                        unsafe { cu::memcpy_htod_async(ptr + at as u64, &buf[at..end], self.stream.cu_stream()) }.map_err(|e| self.err(e))?;
+                    }
                 }
                 None => {
                     // Safety: as above; a pageable source is copied before the call returns.
@@ -268,11 +320,11 @@ impl Batcher {
                 Some(p) => {
                     let buf = p.as_mut_slice().map_err(e)?;
                     let (ptr, _record) = src.device_ptr(&self.stream);
-                    // Safety: `buf` holds at least `bytes`, `src` exactly;
-                    // read only after the synchronisation below.
-                    unsafe { cu::memcpy_dtoh_async(&mut buf[..bytes], ptr, self.stream.cu_stream()) }.map_err(e)?;
-                    self.stream.synchronize().map_err(e)?;
-                    par_copy(bytemuck::cast_slice_mut(&mut out), &buf[..bytes]);
+                    let out: &mut [u8] = bytemuck::cast_slice_mut(&mut out);
+                    for (r, done) in self.steps_down(buf, 0, ptr, bytes)? {
+                        done.synchronize().map_err(e)?;
+                        par_copy(&mut out[r.clone()], &buf[r]);
+                    }
                 }
                 None => {
                     self.stream.memcpy_dtoh(src, &mut out).map_err(e)?;
@@ -282,6 +334,22 @@ impl Batcher {
             Ok(())
         })?;
         Ok(out)
+    }
+
+    /// Queues the copy of `len` bytes at `src` on the device into
+    /// `buf[at..]` (pinned) a step at a time: each step's range of `buf`,
+    /// with the event that marks it landed. `buf` must not be read before.
+    fn steps_down(&self, buf: &mut [u8], at: usize, src: sys::CUdeviceptr, len: usize) -> Result<Vec<(Range<usize>, CudaEvent)>> {
+        (0..len)
+            .step_by(STEP)
+            .map(|from| {
+                let r = at + from..at + (from + STEP).min(len);
+                // Safety: the callers size `buf` past `at + len` and `src`
+                // to `len` bytes; `buf` is read only after the event.
+                unsafe { cu::memcpy_dtoh_async(&mut buf[r.clone()], src + from as u64, self.stream.cu_stream()) }.map_err(|e| self.err(e))?;
+                Ok((r, self.stream.record_event(None).map_err(|e| self.err(e))?))
+            })
+            .collect()
     }
 
     /// Uploads a wave of `keys` (and `values`) and counts its keys by
@@ -352,15 +420,17 @@ impl Batcher {
             Some(v) => b.arg(v),
             None => b.arg(&null),
         };
-        b.arg(&n64).arg(&wave.seed).arg(&pages64).arg(&r.slot).arg(&mut r.cursor).arg(&mut r.keys);
+        let slots64 = group.len() as u64;
+        b.arg(&n64).arg(&wave.seed).arg(&pages64).arg(&r.slot).arg(&slots64).arg(&mut r.cursor).arg(&mut r.keys);
         match &mut r.values {
             Some(v) => b.arg(v),
             None => b.arg(&null),
         };
         b.arg(&mut r.pos);
         // Safety: matches gh_page_scatter; the counts place every key of
-        // the group inside `keys`, `values` and `pos`.
-        unsafe { b.launch(grid(n64, self.sms)) }.map_err(e)?;
+        // the group inside `keys`, `values` and `pos`. Each block takes
+        // tiles of SCATTER_ITEMS keys a thread.
+        unsafe { b.launch(grid(n64.div_ceil(SCATTER_ITEMS), self.sms)) }.map_err(e)?;
         // The page tables' streams read these next.
         self.stream.synchronize().map_err(e)
     }
@@ -411,20 +481,26 @@ impl Batcher {
                 return Ok(());
             };
             let buf = p.as_mut_slice().map_err(e)?;
+            // Every step is queued first; each is copied out once it has
+            // landed, while the later ones cross the bus.
+            let mut steps = Vec::new();
             if let Some((src, _)) = &values {
                 let (ptr, _record) = src.device_ptr(&self.stream);
-                // Safety: `buf` holds vbytes + n bytes and `src` at least
-                // vbytes; read only after the synchronisation below.
-                unsafe { cu::memcpy_dtoh_async(&mut buf[..vbytes], ptr, self.stream.cu_stream()) }.map_err(e)?;
+                steps = self.steps_down(buf, 0, ptr, vbytes)?;
             }
             let (ptr, _record) = found.0.device_ptr(&self.stream);
-            // Safety: as above.
-            unsafe { cu::memcpy_dtoh_async(&mut buf[vbytes..vbytes + n], ptr, self.stream.cu_stream()) }.map_err(e)?;
-            self.stream.synchronize().map_err(e)?;
-            if let Some((_, dst)) = values {
-                copy_to_values(dst, &buf[..vbytes]);
+            steps.extend(self.steps_down(buf, vbytes, ptr, n)?);
+            let mut values = values.map(|(_, dst)| dst);
+            for (r, done) in steps {
+                done.synchronize().map_err(e)?;
+                match values.as_deref_mut() {
+                    Some(dst) if r.end <= vbytes => {
+                        let size = size_of::<V>();
+                        copy_to_values(&mut dst[r.start / size..r.end / size], &buf[r]);
+                    }
+                    _ => par_flags(&mut found.1[r.start - vbytes..r.end - vbytes], &buf[r]),
+                }
             }
-            par_flags(found.1, &buf[vbytes..vbytes + n]);
             Ok(())
         })
     }
