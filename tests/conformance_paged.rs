@@ -64,8 +64,9 @@ conformance_suite!(cuda_sparse_robin_hood, Device::Cuda(0), Scheme::RobinHood, p
 const ZERO_COPY_ALL: Paging = CUDA_FIFO.device_split(1).zero_copy(0).sparse(u64::MAX).host_lookups(false);
 conformance_suite!(cuda_zero_copy_cuckoo, Device::Cuda(0), Scheme::Cuckoo, paged: ZERO_COPY_ALL);
 conformance_suite!(cuda_zero_copy_two_level, Device::Cuda(0), Scheme::TwoLevel, paged: ZERO_COPY_ALL);
-// The same pages looked up by the host's cores while the GPU works on the
-// resident ones (the default for the pages a lookup works on in place).
+// The same pages shared with the host's cores while the GPU works on the
+// others (the default; there a page it would bring in may go to the host
+// too, which the cuda_split_* suites cover).
 const BESIDE_ALL: Paging = CUDA_LRU.device_split(1).zero_copy(0).sparse(u64::MAX).host_lookups(true);
 conformance_suite!(cuda_beside_linear, Device::Cuda(0), Scheme::Linear, paged: BESIDE_ALL);
 conformance_suite!(cuda_beside_two_level, Device::Cuda(0), Scheme::TwoLevel, paged: BESIDE_ALL);

@@ -253,10 +253,11 @@ impl Paging {
     /// takes few pages and a hot page stays on the GPU. The bus carries
     /// only the host's keys and their results, and a page the host takes
     /// is neither brought in nor evicts another. `false`: the GPU brings in
-    /// or reads over the bus (zero-copy) every page itself. On an H100
+    /// or reads over the bus (zero-copy) every page itself. On an H200
     /// with 16 host cores, bulk lookups over a table 8x its budget ran
-    /// 1.11x, hot-page lookups 1.08x, the GPU alone's rate (BENCHMARKS.md).
-    /// No effect on the CPU.
+    /// 1.18x, hot-page lookups 1.14x, the GPU alone's rate; on an H100
+    /// with a slow host, hot pages ran 0.91x (BENCHMARKS.md). No effect on
+    /// the CPU.
     pub const fn host_lookups(mut self, on: bool) -> Paging {
         self.host_lookups = Some(on);
         self
