@@ -86,13 +86,13 @@ struct Lent<K: Key, V: Value> {
 /// result and whether it changed the page.
 ///
 /// Lookups only: of the pages the table can lend ([`SubTables::lendable`]:
-/// those not resident), the host takes the smallest, holding the batcher's
-/// share of their keys ([`Batcher::host_share`]); those are not visited:
-/// `aside(pages, keys by page, span)` brings their keys (`span` of the
-/// keys by page, which holds their ranges) to the host and looks them up
-/// there, on a thread of its own, while the GPU works on the group's other
-/// pages; `settle` then takes its result and the span, before `after`.
-/// Both sides are timed, to tune the share.
+/// those not resident), the host takes those the cost estimate gives it
+/// ([`SubTables::device_cost`] against its keys, at [`Batcher::rates`]);
+/// those are not visited: `aside(pages, keys by page, span)` brings their
+/// keys (`span` of the keys by page, which holds their ranges) to the host
+/// and looks them up there, on a thread of its own, while the GPU works on
+/// the group's other pages; `settle` then takes its result and the span,
+/// before `after`. Both sides are timed, to tune the rates.
 #[allow(clippy::too_many_arguments)] // the three stages of a page's work, and the lookups' two beside it
 fn each_page<K: Key, V: Value, S: SubTables<K, V>, T, R, A: Send>(
     b: &Batcher,
