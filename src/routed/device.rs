@@ -115,7 +115,8 @@ fn each_page<K: Key, V: Value, S: SubTables<K, V>, T, R, A: Send>(
         // the rest, in the visiting order (which the prefetch follows).
         let (host_rate, device_rate) = b.rates();
         let cost: Vec<u64> = order.iter().map(|&p| s.device_cost(p, counts[p])).collect();
-        let mut device_s = cost.iter().sum::<u64>() as f64 * device_rate;
+        let mut device_bytes = cost.iter().fold(0u64, |a, &c| a.saturating_add(c));
+        let mut device_s = device_bytes as f64 * device_rate;
         let mut host_s = 0.0;
         let mut shared: Vec<(usize, u64)> =
             order.iter().zip(&cost).filter(|&(&p, _)| read && counts[p] > 0 && s.lendable(p)).map(|(&p, &c)| (p, c)).collect();
@@ -129,11 +130,11 @@ fn each_page<K: Key, V: Value, S: SubTables<K, V>, T, R, A: Send>(
             if let Some(table) = s.lend(p) {
                 host_s += h;
                 device_s -= d;
+                device_bytes = device_bytes.saturating_sub(c);
                 host.push((p, table));
             }
         }
         let visit: Vec<usize> = order.into_iter().filter(|p| !host.iter().any(|(h, _)| h == p)).collect();
-        let device_bytes: u64 = visit.iter().map(|&p| s.device_cost(p, counts[p])).sum();
         // Routed with the host's pages last, so their keys come down, and
         // their results go up, in one copy each.
         let layout: Vec<usize> = visit.iter().copied().chain(host.iter().map(|(p, _)| *p)).collect();

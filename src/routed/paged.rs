@@ -44,7 +44,8 @@
 //! split on the GPU hands some of the pages that are not resident (the
 //! sparse ones and those it would bring in) to the host's cores, which look
 //! them up in host memory on a thread of their own while the GPU works on
-//! the others; a share that follows both sides' times balances the two.
+//! the others, chosen per group by the GPU's bus bytes against the host's
+//! keys at rates measured on earlier groups.
 //!
 //! **On the CPU** the host pages are CPU tables and a resident slot holds a
 //! working copy of its page, also in host memory: the copies, evictions and
