@@ -134,13 +134,21 @@ fn each_page<K: Key, V: Value, S: SubTables<K, V>, T, R, A: Send>(
                 host.push((p, table));
             }
         }
-        let visit: Vec<usize> = order.into_iter().filter(|p| !host.iter().any(|(h, _)| h == p)).collect();
+        let mut lent_page = vec![false; counts.len()];
+        for (p, _) in &host {
+            lent_page[*p] = true;
+        }
+        let visit: Vec<usize> = order.into_iter().filter(|&p| !lent_page[p]).collect();
         // Routed with the host's pages last, so their keys come down, and
         // their results go up, in one copy each.
         let layout: Vec<usize> = visit.iter().copied().chain(host.iter().map(|(p, _)| *p)).collect();
         b.route(&l.wave, &layout, &mut l.routed)?;
         let lent: Vec<Lent<K, V>> = host.into_iter().map(|(p, table)| Lent { table, range: l.routed.range(p) }).collect();
-        let span = lent.iter().map(|x| x.range.start).min().unwrap_or(0)..lent.iter().map(|x| x.range.end).max().unwrap_or(0);
+        // Routed last and in order, the host's pages' ranges are adjacent.
+        let span = match (lent.first(), lent.last()) {
+            (Some(a), Some(z)) => a.range.start..z.range.end,
+            _ => 0..0,
+        };
         let (aside, lent_ref, routed_keys, lent_span) = (&aside, &lent, &l.routed.keys, span.clone());
         let beside = std::thread::scope(|scope| -> Result<(Option<(A, f64)>, f64)> {
             let task = (!lent_ref.is_empty()).then(|| {
