@@ -116,21 +116,20 @@ fn each_page<K: Key, V: Value, S: SubTables<K, V>, T, R, A: Send>(
         let (host_rate, device_rate) = b.rates();
         let cost: Vec<u64> = order.iter().map(|&p| s.device_cost(p, counts[p])).collect();
         let mut device_bytes = cost.iter().fold(0u64, |a, &c| a.saturating_add(c));
-        let mut device_s = device_bytes as f64 * device_rate;
+        let device_s = |bytes: u64| bytes as f64 * device_rate;
         let mut host_s = 0.0;
         let mut shared: Vec<(usize, u64)> =
             order.iter().zip(&cost).filter(|&(&p, _)| read && counts[p] > 0 && s.lendable(p)).map(|(&p, &c)| (p, c)).collect();
         shared.sort_by(|x, y| (y.1 as f64 / counts[y.0] as f64).total_cmp(&(x.1 as f64 / counts[x.0] as f64)));
         let mut host = Vec::new();
         for (p, c) in shared {
-            let (h, d) = (counts[p] as f64 * host_rate, c as f64 * device_rate);
-            if (host_s + h).max(device_s - d) >= host_s.max(device_s) {
+            let (h, rest) = (counts[p] as f64 * host_rate, device_bytes.saturating_sub(c));
+            if (host_s + h).max(device_s(rest)) >= host_s.max(device_s(device_bytes)) {
                 continue;
             }
             if let Some(table) = s.lend(p) {
                 host_s += h;
-                device_s -= d;
-                device_bytes = device_bytes.saturating_sub(c);
+                device_bytes = rest;
                 host.push((p, table));
             }
         }
