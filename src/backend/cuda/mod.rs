@@ -23,11 +23,11 @@ pub use stream_ops::{PendingCount, PendingInsert};
 
 use std::marker::PhantomData;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use cudarc::driver::{
     result as cu, CudaContext, CudaFunction, CudaSlice, CudaStream, CudaView, CudaViewMut, DevicePtr, DeviceRepr,
-    DriverError, LaunchConfig, PushKernelArg,
+    DriverError, LaunchConfig, PinnedHostSlice, PushKernelArg,
 };
 
 use super::{Backend, Config, InsertMode, RawInsert};
@@ -42,6 +42,44 @@ use unified::Slots;
 
 /// Threads per block of the bulk kernels.
 const BLOCK: u32 = 256;
+
+/// A device buffer the table owns, with its address taken once. Every use of
+/// it is on the table's stream or ordered with it by events (the async calls'
+/// `enter`/`leave`), and it is freed on that stream, so cudarc's per-use event
+/// waits and records add nothing but driver calls: about a microsecond each,
+/// and a small call made a dozen of them.
+pub(crate) struct TableBuf<T> {
+    buf: CudaSlice<T>,
+    addr: u64,
+}
+
+impl<T> TableBuf<T> {
+    fn new(buf: CudaSlice<T>, stream: &CudaStream) -> Self {
+        let addr = {
+            let (addr, _record) = buf.device_ptr(stream);
+            addr
+        };
+        TableBuf { buf, addr }
+    }
+
+    /// The device address, for work on the table's stream.
+    pub(crate) fn addr(&self) -> u64 {
+        self.addr
+    }
+}
+
+impl<T> std::ops::Deref for TableBuf<T> {
+    type Target = CudaSlice<T>;
+    fn deref(&self) -> &CudaSlice<T> {
+        &self.buf
+    }
+}
+
+impl<T> std::ops::DerefMut for TableBuf<T> {
+    fn deref_mut(&mut self) -> &mut CudaSlice<T> {
+        &mut self.buf
+    }
+}
 /// Failed insert positions the kernel records directly. For schemes whose
 /// refusals are final ([`Scheme::refusals_are_final`]) more are found by a
 /// second pass over the batch (the keys left absent); the others record
@@ -194,10 +232,13 @@ pub struct CudaTable<K: Key, V: Value> {
     stream: Arc<CudaStream>,
     kernels: Arc<Kernels>,
     slots: Slots,
-    meta: CudaSlice<u64>,
+    meta: TableBuf<u64>,
+    /// Page-locked words the counters are read back into: a copy into
+    /// pageable memory is staged by the driver, several microseconds more.
+    meta_host: Mutex<PinnedHostSlice<u64>>,
     /// The scheme's state words (at least one word, so the view's pointer is valid).
-    aux: CudaSlice<u64>,
-    failed: CudaSlice<u32>,
+    aux: TableBuf<u64>,
+    failed: TableBuf<u32>,
     probe: ProbeParams,
     config: Config,
     live: u64,
@@ -233,14 +274,18 @@ impl<K: Key, V: Value> CudaTable<K, V> {
             .attribute(cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
             .map_err(e)? as u64;
         crate::fault::alloc_point((8 * META_WORDS + 4 * FAILED_CAP) as u64, Device::Cuda(ordinal))?;
-        let meta = stream.alloc_zeros::<u64>(META_WORDS).map_err(e)?;
+        let meta = TableBuf::new(stream.alloc_zeros::<u64>(META_WORDS).map_err(e)?, &stream);
+        // Safety: written by the insert kernel before it is read. Cached
+        // host memory (not cudarc's default, write-combined): the host reads it.
+        let meta_host = Mutex::new(unsafe { ctx.alloc_pinned_with_flags::<u64>(META_WORDS, 0) }.map_err(e)?);
         // Safety: written by the insert kernel before it is read.
-        let failed = unsafe { stream.alloc::<u32>(FAILED_CAP) }.map_err(e)?;
+        let failed = TableBuf::new(unsafe { stream.alloc::<u32>(FAILED_CAP) }.map_err(e)?, &stream);
         let slots = Self::alloc_slots(&ctx, &stream, config.slots, config.memory)?;
         let spb = K::Word::<V>::slots_per_bucket() as u64;
         let buckets = config.slots / spb;
         crate::fault::alloc_point(8 * config.scheme.aux_words(buckets).max(1), Device::Cuda(ordinal))?;
         let aux = stream.alloc_zeros::<u64>(config.scheme.aux_words(buckets).max(1) as usize).map_err(e)?;
+        let aux = TableBuf::new(aux, &stream);
         Ok(CudaTable {
             probe: ProbeParams { buckets, seed: config.seed, limit: config.max_probe_buckets.clamp(1, buckets) },
             ctx,
@@ -248,6 +293,7 @@ impl<K: Key, V: Value> CudaTable<K, V> {
             kernels,
             slots,
             meta,
+            meta_host,
             aux,
             failed,
             config,
@@ -293,16 +339,13 @@ impl<K: Key, V: Value> CudaTable<K, V> {
     /// not store keys (writers take `view`; the region build reads and ends
     /// `pristine` itself).
     fn kernel_view(&self) -> DeviceView {
-        let slots = self.slots.device_ptr(&self.stream);
-        let (meta, _g2) = self.meta.device_ptr(&self.stream);
-        let (aux, _g3) = self.aux.device_ptr(&self.stream);
         DeviceView {
-            slots,
+            slots: self.slots.device_ptr(&self.stream),
             buckets: self.probe.buckets,
             seed: self.probe.seed,
             limit: self.probe.limit,
-            meta,
-            aux,
+            meta: self.meta.addr(),
+            aux: self.aux.addr(),
             scheme: self.config.scheme.code(),
             param: self.config.scheme.param(),
         }
@@ -328,15 +371,33 @@ impl<K: Key, V: Value> CudaTable<K, V> {
     }
 
     fn reset_counters(&mut self) -> Result<()> {
-        let mut c = self.meta.slice_mut(0..4);
-        self.stream.memset_zeros(&mut c).map_err(|e| driver_error(self.ctx.ordinal(), e))
+        self.zero_counters()
     }
 
     /// Reads the metadata block back (waits for the stream).
     fn read_meta(&self) -> Result<[u64; META_WORDS]> {
+        // Held through the copy: calls from other threads take turns.
+        let host = self.meta_host.lock().unwrap_or_else(|p| p.into_inner());
+        let e = |e| self.err(e);
+        let dst = host.as_ptr().map_err(e)? as *mut u64;
+        // Safety: `dst` holds META_WORDS words, page-locked; the copy is on
+        // the table's stream after the kernels that wrote the block, and the
+        // words are read below only after the stream is synchronized.
+        unsafe {
+            cudarc::driver::sys::cuMemcpyDtoHAsync_v2(
+                dst.cast(),
+                self.meta.addr(),
+                8 * META_WORDS,
+                self.stream.cu_stream(),
+            )
+            .result()
+            .map_err(e)?;
+        }
+        self.stream.synchronize().map_err(e)?;
         let mut m = [0u64; META_WORDS];
-        self.stream.memcpy_dtoh(&self.meta, &mut m).map_err(|e| self.err(e))?;
-        self.stream.synchronize().map_err(|e| self.err(e))?;
+        // Safety: the copy above has completed; nothing else writes `dst`
+        // while the lock is held.
+        m.copy_from_slice(unsafe { std::slice::from_raw_parts(dst, META_WORDS) });
         Ok(m)
     }
 
@@ -464,7 +525,8 @@ impl<K: Key, V: Value> CudaTable<K, V> {
             (todo_ptr, todo_record) = (p, Some(record));
         }
         let mut b = self.stream.launch_builder(kernel);
-        b.arg(&view).arg(keys).arg(values).arg(&n).arg(&m).arg(&op).arg(&mut self.failed).arg(&cap).arg(&base).arg(&todo_ptr);
+        let failed = self.failed.addr();
+        b.arg(&view).arg(keys).arg(values).arg(&n).arg(&m).arg(&op).arg(&failed).arg(&cap).arg(&base).arg(&todo_ptr);
         // Safety: the arguments match gh_insert's signature (which `kernel`
         // shares); every pointer is a live allocation of the stated length
         // (`todo_ptr` is null or n flags written above, on this stream).
@@ -500,7 +562,7 @@ impl<K: Key, V: Value> CudaTable<K, V> {
                 unsafe { self.stream.alloc::<u32>(want) }.map_err(|e| self.err(e))
             });
             match fresh {
-                Ok(f) => self.failed = f,
+                Ok(f) => self.failed = TableBuf::new(f, &self.stream),
                 // Only shrinking: the larger buffer serves.
                 Err(_) if have >= want => {}
                 Err(e) => return Err(e),
@@ -727,9 +789,8 @@ impl<K: Key, V: Value> CudaTable<K, V> {
 
     /// Zeroes the counters of the metadata block (on the stream).
     fn zero_counters(&self) -> Result<()> {
-        let (ptr, _g) = self.meta.device_ptr(&self.stream);
         // Safety: the first 4 words of the metadata block, on this stream.
-        unsafe { cu::memset_d8_async(ptr, 0, 32, self.stream.cu_stream()) }.map_err(|e| self.err(e))
+        unsafe { cu::memset_d8_async(self.meta.addr(), 0, 32, self.stream.cu_stream()) }.map_err(|e| self.err(e))
     }
 
     /// Recounts live keys and tombstones on the device. Call it after your
@@ -864,8 +925,8 @@ impl<K: Key, V: Value> Backend<K, V> for CudaTable<K, V> {
         // Safety: the whole slot allocation, on this stream.
         unsafe { cu::memset_d8_async(ptr, 0xff, bytes, self.stream.cu_stream()) }
             .map_err(|e| driver_error(self.ctx.ordinal(), e))?;
-        self.stream.memset_zeros(&mut self.meta).map_err(|e| self.err(e))?;
-        self.stream.memset_zeros(&mut self.aux).map_err(|e| self.err(e))?;
+        self.stream.memset_zeros(&mut *self.meta).map_err(|e| self.err(e))?;
+        self.stream.memset_zeros(&mut *self.aux).map_err(|e| self.err(e))?;
         self.stream.synchronize().map_err(|e| self.err(e))?;
         self.live = 0;
         self.tombstones = 0;
@@ -911,7 +972,7 @@ impl<K: Key, V: Value> Backend<K, V> for CudaTable<K, V> {
             return Err(Error::RehashFailed { slots, unplaced: meta[2] });
         }
         self.slots = new_slots;
-        self.aux = new_aux;
+        self.aux = TableBuf::new(new_aux, &self.stream);
         self.probe = probe;
         self.config.slots = slots;
         self.live = meta[0];

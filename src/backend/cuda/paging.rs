@@ -300,7 +300,7 @@ impl<K: Key, V: Value> CudaTable<K, V> {
         crate::fault::alloc_point(8 * aux_words as u64, self.device())?;
         let new_aux = self.stream.alloc_zeros::<u64>(aux_words).map_err(|e| self.err(e))?;
         self.slots = new_slots;
-        self.aux = new_aux;
+        self.aux = super::TableBuf::new(new_aux, &self.stream);
         self.probe = ProbeParams { buckets, seed: self.config.seed, limit: self.config.max_probe_buckets.clamp(1, buckets) };
         self.config.slots = slots;
         Ok(())
@@ -324,7 +324,7 @@ impl<K: Key, V: Value> CudaTable<K, V> {
         self.stream.memcpy_htod(&aux[..n], &mut dst_aux).map_err(|e| self.err(e))?;
         let c = host.table.counts();
         let meta = page_meta(&c);
-        self.stream.memcpy_htod(&meta, &mut self.meta).map_err(|e| self.err(e))?;
+        self.stream.memcpy_htod(&meta, &mut *self.meta).map_err(|e| self.err(e))?;
         let (src, bytes) = host.table.cell_bytes();
         debug_assert_eq!(bytes as u64, self.slots.bytes() as u64);
         let dst = self.slots.device_ptr(&self.stream);
@@ -351,7 +351,7 @@ impl<K: Key, V: Value> CudaTable<K, V> {
         host.resize_for_download(Config { slots: self.config.slots, ..host.table.config() })?;
         let meta = self.read_meta()?;
         let mut aux = vec![0u64; self.aux.len()];
-        self.stream.memcpy_dtoh(&self.aux, &mut aux).map_err(|e| self.err(e))?;
+        self.stream.memcpy_dtoh(&*self.aux, &mut aux).map_err(|e| self.err(e))?;
         let (dst, bytes) = host.table.cell_bytes_mut();
         let src = self.slots.device_ptr(&self.stream);
         self.ctx.bind_to_thread().map_err(|e| self.err(e))?;

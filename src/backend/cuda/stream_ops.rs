@@ -152,19 +152,37 @@ impl<K: Key, V: Value> CudaTable<K, V> {
         Ok(())
     }
 
+    /// Whether `stream` is the table's own: its calls are then ordered by
+    /// the stream itself, with no events between the two.
+    fn is_table_stream(&self, stream: &Arc<CudaStream>) -> bool {
+        stream.cu_stream() == self.stream.cu_stream()
+    }
+
     /// Starts an async call on `stream`: the table's view, after `stream`
     /// was made to wait for the work queued on the table's stream.
     fn enter(&self, stream: &Arc<CudaStream>) -> Result<DeviceView, DriverError> {
         // view() may enqueue a prefetch of managed slots on the table stream.
         let view = self.view();
-        stream.wait(&self.stream.record_event(None)?)?;
+        if !self.is_table_stream(stream) {
+            stream.wait(&self.stream.record_event(None)?)?;
+        }
         Ok(view)
     }
 
     /// Ends an async call: the table's stream waits for `stream` as of now.
-    fn leave(&self, stream: &Arc<CudaStream>) -> Result<CudaEvent, DriverError> {
+    fn leave(&self, stream: &Arc<CudaStream>) -> Result<(), DriverError> {
+        if !self.is_table_stream(stream) {
+            self.stream.wait(&stream.record_event(None)?)?;
+        }
+        Ok(())
+    }
+
+    /// [`Self::leave`] for a call whose end is waited for: the event that marks it.
+    fn leave_marked(&self, stream: &Arc<CudaStream>) -> Result<CudaEvent, DriverError> {
         let done = stream.record_event(None)?;
-        self.stream.wait(&done)?;
+        if !self.is_table_stream(stream) {
+            self.stream.wait(&done)?;
+        }
         Ok(done)
     }
 
@@ -244,7 +262,7 @@ impl<K: Key, V: Value> CudaTable<K, V> {
         // for every position.
         unsafe { b.launch(self.insert_grid(n)) }.map_err(e)?;
         self.copy_counters(stream, &view, 0, &mut counters).map_err(e)?;
-        let done = self.leave(stream).map_err(e)?;
+        let done = self.leave_marked(stream).map_err(e)?;
         Ok(PendingInsert {
             inner: Some(InsertScratch {
                 keys: keys.slice(..),
@@ -344,7 +362,7 @@ impl<K: Key, V: Value> CudaTable<K, V> {
         // Safety: the arguments match gh_erase's signature.
         unsafe { b.launch(self.key_grid(n)) }.map_err(e)?;
         self.copy_counters(stream, &view, 3, &mut counter).map_err(e)?;
-        let done = self.leave(stream).map_err(e)?;
+        let done = self.leave_marked(stream).map_err(e)?;
         Ok(PendingCount { inner: Some((counter, done, stream.clone())) })
     }
 }

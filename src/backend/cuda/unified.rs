@@ -11,7 +11,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use cudarc::driver::{result as cu, sys, CudaContext, CudaSlice, CudaStream, DevicePtr, DriverError};
+use cudarc::driver::{result as cu, sys, CudaContext, CudaStream, DriverError};
 use rayon::prelude::*;
 
 use super::{driver_error, CudaTable, META_STATE, META_WORDS};
@@ -23,7 +23,7 @@ use crate::{Device, Error, Memory, Result};
 /// A table's slot memory.
 pub(crate) enum Slots {
     /// Ordinary device memory.
-    Device(CudaSlice<u8>),
+    Device(super::TableBuf<u8>),
     /// Managed memory.
     Managed(Managed),
 }
@@ -117,7 +117,7 @@ impl Slots {
         }
         let slots = match memory {
             // Safety: every byte is set just below before any kernel reads it.
-            Memory::Device => Slots::Device(unsafe { stream.alloc::<u8>(bytes as usize) }.map_err(e)?),
+            Memory::Device => Slots::Device(super::TableBuf::new(unsafe { stream.alloc::<u8>(bytes as usize) }.map_err(e)?, stream)),
             Memory::Unified => {
                 ctx.bind_to_thread().map_err(e)?;
                 // Safety: every byte is set just below before anything reads it.
@@ -141,10 +141,7 @@ impl Slots {
     /// pages still migrate on demand.
     pub(crate) fn device_ptr(&self, stream: &Arc<CudaStream>) -> u64 {
         match self {
-            Slots::Device(s) => {
-                let (ptr, _record) = s.device_ptr(stream);
-                ptr
-            }
+            Slots::Device(s) => s.addr(),
             Slots::Managed(m) => {
                 if m.on_host.swap(false, Ordering::AcqRel) {
                     stream.context().record_err(m.to_device());
