@@ -45,7 +45,7 @@ __device__ __forceinline__ int insert(const ViewCore<K, V>& t, u64 k, V value, u
     for (u64 step = 0; step < t.limit; ++step) {
         raw* bucket = t.slots + b * C::SLOTS;
         int r = -1;
-        t.scan_bucket(bucket, [&](int i, u64 kk, u64) {
+        t.scan_bucket_whole(bucket, [&](int i, u64 kk, u64) {
             while (true) {
                 if (kk == k) {
                     t.update_value(&bucket[i], value, mode, op);
@@ -86,7 +86,7 @@ __device__ __forceinline__ bool erase(const ViewCore<K, V>& t, u64 k) {
     for (u64 step = 0; step < t.limit; ++step) {
         typename C::raw* bucket = t.slots + b * C::SLOTS;
         int r = -1;  // 1 erased, 0 absent
-        t.scan_bucket(bucket, [&](int i, u64 kk, u64 vv) {
+        t.scan_bucket_whole(bucket, [&](int i, u64 kk, u64 vv) {
             if (kk == W::EMPTY_KEY) { r = 0; return true; }
             if (kk != k) return false;
             r = tombstone<W>(&bucket[i], k, vv) ? 1 : 0;
