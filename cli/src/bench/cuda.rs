@@ -1,6 +1,9 @@
 //! The CUDA target: keys and outputs live in device memory before the timed
 //! call, which is timed with CUDA events on the table's stream (the device
 //! buffer API, as an application keeping its data on the GPU would call it).
+//! With `--cuda-async` the async calls are timed instead, on the table's own
+//! stream: a lookup returns once enqueued (its hits are counted after the
+//! timed region), an insert or erase includes `wait()` for its report.
 
 use gpuhash::backend::cuda::CudaTable;
 use gpuhash::backend::InsertMode;
@@ -31,11 +34,13 @@ pub(crate) struct CudaTarget<K: GenKey, V: Value> {
     bufs: Option<Buffers<K, V>>,
     probes: Option<f64>,
     stored: u64,
+    /// Time the async calls (`--cuda-async`).
+    asynch: bool,
 }
 
 impl<K: GenKey, V: Value> CudaTarget<K, V> {
-    pub(crate) fn new(device: Device, scheme: &str, region_build: RegionBuild) -> Self {
-        CudaTarget { device, scheme: scheme.into(), region_build, table: None, bufs: None, probes: None, stored: 0 }
+    pub(crate) fn new(device: Device, scheme: &str, region_build: RegionBuild, asynch: bool) -> Self {
+        CudaTarget { device, scheme: scheme.into(), region_build, table: None, bufs: None, probes: None, stored: 0, asynch }
     }
 
     fn err(&self, source: TableError) -> BenchError {
@@ -66,7 +71,11 @@ impl<K: GenKey, V: Value> Target<K, V> for CudaTarget<K, V> {
     }
 
     fn scheme(&self) -> String {
-        self.scheme.clone()
+        if self.asynch {
+            format!("{}+async", self.scheme)
+        } else {
+            self.scheme.clone()
+        }
     }
 
     fn supports(&self, _case: &Case) -> bool {
@@ -113,23 +122,40 @@ impl<K: GenKey, V: Value> Target<K, V> for CudaTarget<K, V> {
         let mut bufs = self.bufs.take().expect("prepare() runs before run()");
         let mut table = self.table.take().expect("prepare() runs before run()");
         start.record(&stream).map_err(|e| self.err(dev_err(e)))?;
-        let outcome: Result<(u64, u64), TableError> = (|| {
+        let asynch = self.asynch;
+        // `None` hits: an async lookup, counted from `found` after the timed region.
+        let outcome: Result<(u64, Option<u64>), TableError> = (|| {
             super::clean::make_room(&mut table, case.op)?;
             let t = table.cuda_mut().expect("a CUDA table");
             let (k, v) = (bufs.keys.as_view(), bufs.values.as_view());
+            let mut insert = |mode| {
+                if asynch {
+                    t.insert_device_async(&stream, &k, &v, mode)?.wait()
+                } else {
+                    t.insert_device(&k, &v, mode)
+                }
+            };
             Ok(match case.op {
-                Op::Insert | Op::CleanReinsert | Op::RehashReinsert => {
-                    (rejected_of(t.insert_device(&k, &v, InsertMode::Assign))?, 0)
+                Op::Insert | Op::CleanReinsert | Op::RehashReinsert => (rejected_of(insert(InsertMode::Assign))?, Some(0)),
+                Op::InsertIfAbsent => (rejected_of(insert(InsertMode::IfAbsent))?, Some(0)),
+                Op::ApplySum | Op::ApplyZipf | Op::ApplyHot => (rejected_of(insert(InsertMode::Apply(Reduce::Sum)))?, Some(0)),
+                Op::FindHit | Op::FindMiss50 | Op::FindMiss if asynch => {
+                    t.find_device_async(&stream, &k, &mut bufs.out_values.as_view_mut(), &mut bufs.found.as_view_mut())?;
+                    (0, None)
                 }
-                Op::InsertIfAbsent => (rejected_of(t.insert_device(&k, &v, InsertMode::IfAbsent))?, 0),
-                Op::ApplySum | Op::ApplyZipf | Op::ApplyHot => (rejected_of(t.insert_device(&k, &v, InsertMode::Apply(Reduce::Sum)))?, 0),
                 Op::FindHit | Op::FindMiss50 | Op::FindMiss => {
-                    (0, t.find_device(&k, &mut bufs.out_values.as_view_mut(), &mut bufs.found.as_view_mut())?)
+                    (0, Some(t.find_device(&k, &mut bufs.out_values.as_view_mut(), &mut bufs.found.as_view_mut())?))
                 }
-                Op::Contains => (0, t.contains_device(&k, &mut bufs.found.as_view_mut())?),
-                Op::Erase => (0, t.erase_device(&k)?),
+                Op::Contains if asynch => {
+                    t.contains_device_async(&stream, &k, &mut bufs.found.as_view_mut())?;
+                    (0, None)
+                }
+                Op::Contains => (0, Some(t.contains_device(&k, &mut bufs.found.as_view_mut())?)),
+                Op::Erase if asynch => (0, Some(t.erase_device_async(&stream, &k)?.wait()?)),
+                Op::Erase => (0, Some(t.erase_device(&k)?)),
                 Op::Mixed => {
-                    // Rounds of device-buffer calls on sub-slices, as in the CPU grid.
+                    // Rounds of device-buffer calls on sub-slices, as in the CPU
+                    // grid (the synchronous calls, with or without --cuda-async).
                     let (mut rejected, mut hits) = (0, 0);
                     for [ins, era, f] in w.round_ranges() {
                         let (ik, iv) = (bufs.keys.slice(ins.clone()), bufs.values.slice(ins));
@@ -142,7 +168,7 @@ impl<K: GenKey, V: Value> Target<K, V> for CudaTarget<K, V> {
                             &mut bufs.found.slice_mut(f),
                         )?;
                     }
-                    (rejected, hits)
+                    (rejected, Some(hits))
                 }
             })
         })();
@@ -152,6 +178,15 @@ impl<K: GenKey, V: Value> Target<K, V> for CudaTarget<K, V> {
         self.table = Some(table);
         self.bufs = Some(bufs);
         let (rejected, hits) = outcome.map_err(|e| self.err(e))?;
+        let hits = match hits {
+            Some(h) => h,
+            None => {
+                let written = self.bufs.as_ref().expect("kept above").found.slice(0..w.keys.len());
+                let found = stream.clone_dtoh(&written).map_err(|e| self.err(dev_err(e)))?;
+                stream.synchronize().map_err(|e| self.err(dev_err(e)))?;
+                found.iter().map(|&f| f as u64).sum()
+            }
+        };
         check_hits(&format!("{}/{}", self.device, self.scheme), case, hits, self.stored)?;
         if (matches!(case.op, Op::Insert | Op::InsertIfAbsent) || case.op.applies()) {
             let stats = self.table.as_ref().unwrap().stats().map_err(|e| self.err(e))?;

@@ -244,6 +244,8 @@ pub(crate) struct GridSpec {
     /// wgpu: tables built with `Builder::wgpu_portable` (the browser's
     /// kernels: 32-bit atomics, no subgroups).
     pub wgpu_portable: bool,
+    /// CUDA: time the async device-buffer calls (see `--cuda-async`).
+    pub cuda_async: bool,
     pub seed: u64,
     pub multiplicity: u64,
     pub mix: Mix,
@@ -571,7 +573,7 @@ fn table_target<K: GenKey, V: Value>(spec: &GridSpec, scheme: &str, paged: bool)
     let (device, region) = (spec.device, spec.region_build);
     match device {
         #[cfg(feature = "cuda")]
-        Device::Cuda(_) if !paged => Box::new(super::cuda::CudaTarget::<K, V>::new(device, scheme, region)),
+        Device::Cuda(_) if !paged => Box::new(super::cuda::CudaTarget::<K, V>::new(device, scheme, region, spec.cuda_async)),
         #[cfg(feature = "wgpu")]
         Device::Wgpu | Device::WgpuAdapter(_) if !paged => {
             Box::new(super::wgpu::WgpuTarget::<K, V>::new(device, scheme, std::time::Duration::from_millis(spec.warm_ms), spec.wgpu_portable))

@@ -232,6 +232,12 @@ pub(crate) struct BenchArgs {
     /// atomics, no subgroups) on an adapter that has more
     #[arg(long)]
     wgpu_portable: bool,
+    /// CUDA: time the async device-buffer calls, enqueued on the table's
+    /// stream (`find_device_async` and `contains_device_async` return at
+    /// once; inserts and erases include `wait()` for their report), instead
+    /// of the calls that return their counts; rows name the scheme `NAME+async`
+    #[arg(long)]
+    cuda_async: bool,
     /// Timed repetitions per measurement (after one warm-up)
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1000))]
     reps: Option<u64>,
@@ -346,6 +352,7 @@ fn resolve(args: &BenchArgs, device: Device) -> Result<Settings, BenchError> {
         schemes,
         region_build: args.region_build.unwrap_or_default(),
         wgpu_portable: args.wgpu_portable,
+        cuda_async: args.cuda_async,
         peers: !args.no_peers && !paged,
         ops: args.ops.as_ref().map_or(p.ops.to_vec(), |l| l.0.clone()),
         key_bits: pick(&args.keys, p.key_bits),
@@ -418,6 +425,7 @@ fn settings_lines(s: &Settings) -> Vec<(String, String)> {
         ("schemes".into(), g.schemes.join(",")),
         ("region_build".into(), region_build_name(g.region_build).into()),
         ("wgpu_portable".into(), g.wgpu_portable.to_string()),
+        ("cuda_async".into(), g.cuda_async.to_string()),
         ("peers".into(), g.peers.to_string()),
         ("limits".into(), s.limits.to_string()),
         ("ops".into(), join(g.ops.iter().map(|o| o.name().to_string()).collect())),
