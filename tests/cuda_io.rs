@@ -167,6 +167,82 @@ fn async_calls_on_a_user_stream() {
     async_body::<u64, f64>(dev);
 }
 
+/// Async calls on the table's own stream (ordered by the stream alone), and
+/// the scratch a finished or dropped insert leaves to the next call.
+fn own_stream_body<K: Key, V: TestValue>(dev: Target) {
+    let mut cx = Ctx::new::<K, V>("async_calls_on_the_table_stream", dev);
+    let n = scaled(200_000);
+    let mut t = builder(dev).capacity((4 * n) as u64).growth(false).build::<K, V>().unwrap();
+    let own = t.cuda().unwrap().stream().clone();
+    let user = own.context().new_stream().unwrap();
+    let keys = keys_with_specials::<K>(&mut cx, 2 * n);
+    let vals = any_values::<V>(&mut cx.rng, keys.len());
+    let (kd, vd) = (upload(&own, &keys), upload(&own, &vals));
+    let (a, b) = (0..n, n..keys.len());
+
+    cx.phase = "an insert dropped unwaited, then others on both streams".into();
+    let cuda = t.cuda_mut().unwrap();
+    drop(cuda.insert_device_async(&own, &kd.slice(a.clone()), &vd.slice(a.clone()), InsertMode::Assign).unwrap());
+    // Its scratch may go to this call while it still runs.
+    let again = cuda.insert_device_async(&user, &kd.slice(a.clone()), &vd.slice(a.clone()), InsertMode::IfAbsent).unwrap();
+    let r = again.wait().unwrap_or_else(|e| panic!("{cx}: {e}"));
+    assert_eq!((r.inserted, r.existing), (0, n as u64), "{cx}: the dropped insert did not come first");
+    let r = cuda.insert_device_async(&own, &kd.slice(b.clone()), &vd.slice(b.clone()), InsertMode::Assign).unwrap().wait();
+    assert_eq!(r.unwrap_or_else(|e| panic!("{cx}: {e}")).inserted, b.len() as u64, "{cx}");
+
+    cx.phase = "lookups and an erase on the table's stream".into();
+    let mut out_v = upload(&own, &vec![V::from_bits(0); keys.len()]);
+    let mut out_f = own.alloc_zeros::<u8>(keys.len()).unwrap();
+    cuda.find_device_async(&own, &kd.as_view(), &mut out_v.as_view_mut(), &mut out_f.as_view_mut()).unwrap();
+    let (got_v, got_f) = (own.clone_dtoh(&out_v).unwrap(), own.clone_dtoh(&out_f).unwrap());
+    own.synchronize().unwrap();
+    for i in 0..keys.len() {
+        assert!(got_f[i] == 1, "{cx}: key {:?} not found", keys[i]);
+        assert!(same(got_v[i], vals[i]), "{cx}: key {:?} holds {:?}, expected {:?}", keys[i], got_v[i], vals[i]);
+    }
+    let gone = cuda.erase_device_async(&own, &kd.slice(a.clone())).unwrap().wait().unwrap();
+    assert_eq!(gone, n as u64, "{cx}");
+    let found = t.contains(&keys).unwrap();
+    assert!(found[a].iter().all(|f| !f) && found[b].iter().all(|&f| f), "{cx}: erased keys left, or others lost");
+
+    cx.phase = "a full table after larger calls reports only its own positions".into();
+    let mut small = builder(dev).capacity(1 << 10).max_load_factor(1.0).growth(false).build::<K, V>().unwrap();
+    let small_own = small.cuda().unwrap().stream().clone();
+    let cuda = small.cuda_mut().unwrap();
+    for round in 0..2 {
+        let part = 3000 * (round + 1);
+        match cuda.insert_device_async(&small_own, &kd.slice(..part), &vd.slice(..part), InsertMode::IfAbsent).unwrap().wait() {
+            Err(Error::TableFull(ns)) => {
+                check_not_stored(&ns, &keys[..part], &cx);
+                let present = present_in(&small_own, cuda, &kd.slice(..part));
+                let absent: Vec<usize> = (0..part).filter(|&i| !present[i]).collect();
+                assert_eq!(ns.positions, absent, "{cx}: round {round}: reported positions are not the absent keys");
+            }
+            other => panic!("{cx}: round {round}: expected TableFull, got {other:?}"),
+        }
+    }
+}
+
+/// Which of `keys` the table holds (looked up on the table's stream).
+fn present_in<K: Key, V: TestValue>(
+    own: &Arc<CudaStream>,
+    cuda: &gpuhash::backend::cuda::CudaTable<K, V>,
+    keys: &gpuhash::cudarc::driver::CudaView<'_, K>,
+) -> Vec<bool> {
+    let mut f = own.alloc_zeros::<u8>(keys.len()).unwrap();
+    cuda.contains_device(keys, &mut f.as_view_mut()).unwrap();
+    let got = own.clone_dtoh(&f).unwrap();
+    own.synchronize().unwrap();
+    got.into_iter().map(|b| b == 1).collect()
+}
+
+#[test]
+fn async_calls_on_the_table_stream() {
+    let Some(dev) = cuda() else { return };
+    own_stream_body::<u32, u32>(dev);
+    own_stream_body::<u64, u64>(dev);
+}
+
 // ------------------------------------------------------------ device batches with growth, foreign memory
 
 /// The device address of `s`, as another library would hand it over.

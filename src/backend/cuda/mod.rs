@@ -252,6 +252,8 @@ pub struct CudaTable<K: Key, V: Value> {
     sms: u64,
     /// Pinned buffers and streams for host slices (see `staging`).
     staging: staging::LazyStaging,
+    /// Device scratch of finished async inserts, for the next ones.
+    async_pool: Arc<Mutex<Vec<stream_ops::AsyncBuffers>>>,
     _types: PhantomData<(K, V)>,
 }
 
@@ -303,6 +305,7 @@ impl<K: Key, V: Value> CudaTable<K, V> {
             pristine: AtomicBool::new(true),
             sms,
             staging: Default::default(),
+            async_pool: Default::default(),
             _types: PhantomData,
         })
     }

@@ -12,7 +12,7 @@
 //! a small buffer of its own, read by [`PendingInsert::wait`] or
 //! [`PendingCount::wait`]. Nothing else on the table can run in between.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use cudarc::driver::{
     result as cu, CudaEvent, CudaSlice, CudaStream, CudaView, CudaViewMut, DevicePtr, DevicePtrMut, DriverError,
@@ -39,20 +39,62 @@ pub struct PendingInsert<'k, K: Key> {
 
 struct InsertScratch<'k, K: Key> {
     keys: CudaView<'k, K>,
-    /// inserted, existing, failed
-    counters: CudaSlice<u64>,
-    /// Positions that found no slot: room for every key, so they are exact.
-    failed: CudaSlice<u32>,
+    bufs: Kept,
     done: CudaEvent,
     stream: Arc<CudaStream>,
     kernels: Arc<Kernels>,
     sms: u64,
 }
 
+/// The device scratch of one async insert, kept by the table for the next
+/// one: allocating it per call (4 bytes a key) cost more than the insert
+/// itself for 2^20 keys, since the driver's pool gives freed memory back at
+/// every synchronization.
+pub(crate) struct AsyncBuffers {
+    /// inserted, existing, failed
+    counters: CudaSlice<u64>,
+    /// Positions that found no slot: room for every key, so they are exact.
+    failed: CudaSlice<u32>,
+}
+
+/// Async scratch the table keeps at most: one per call in flight at once
+/// beyond this is allocated and freed as before.
+const KEPT_BUFFERS: usize = 2;
+
+/// Scratch lent to one async call, given back to the table's pool when the
+/// call's pending value is dropped (after `wait` or without it).
+struct Kept {
+    bufs: Option<AsyncBuffers>,
+    pool: Arc<Mutex<Vec<AsyncBuffers>>>,
+}
+
+impl Kept {
+    fn get(&self) -> &AsyncBuffers {
+        self.bufs.as_ref().expect("held until drop")
+    }
+    fn get_mut(&mut self) -> &mut AsyncBuffers {
+        self.bufs.as_mut().expect("held until drop")
+    }
+}
+
+impl Drop for Kept {
+    // A later async call may take these buffers at once, even while this
+    // one still runs: its stream first waits for the table's, which waits
+    // for this call's end (`enter`, `leave_marked`).
+    fn drop(&mut self) {
+        if let Some(b) = self.bufs.take() {
+            let mut pool = self.pool.lock().unwrap_or_else(|p| p.into_inner());
+            if pool.len() < KEPT_BUFFERS {
+                pool.push(b);
+            }
+        }
+    }
+}
+
 /// A count enqueued by [`CudaTable::erase_device_async`]; [`wait`](Self::wait) for it.
 #[must_use = "the count is only known after wait()"]
 pub struct PendingCount {
-    inner: Option<(CudaSlice<u64>, CudaEvent, Arc<CudaStream>)>,
+    inner: Option<(Kept, CudaEvent, Arc<CudaStream>)>,
 }
 
 /// Reads a small device buffer back after `done` (synchronous copy).
@@ -85,12 +127,12 @@ impl<K: Key> PendingInsert<'_, K> {
         let Some(p) = self.inner else { return Ok(InsertReport::default()) };
         let ordinal = p.stream.context().ordinal();
         let e = |e| driver_error(ordinal, e);
-        let c = read_back(&p.stream, &p.done, &p.counters, 3).map_err(e)?;
+        let c = read_back(&p.stream, &p.done, &p.bufs.get().counters, 3).map_err(e)?;
         let report = InsertReport { inserted: c[0], existing: c[1] };
         if c[2] == 0 {
             return Ok(report);
         }
-        let mut positions = read_back(&p.stream, &p.done, &p.failed, c[2] as usize).map_err(e)?;
+        let mut positions = read_back(&p.stream, &p.done, &p.bufs.get().failed, c[2] as usize).map_err(e)?;
         positions.sort_unstable();
         let keys = gather(&p, &positions).map_err(e)?;
         Err(Error::TableFull(Box::new(NotStored {
@@ -135,7 +177,7 @@ impl PendingCount {
     pub fn wait(self) -> Result<u64> {
         let Some((counter, done, stream)) = self.inner else { return Ok(0) };
         let ordinal = stream.context().ordinal();
-        let c = read_back(&stream, &done, &counter, 1).map_err(|e| driver_error(ordinal, e))?;
+        let c = read_back(&stream, &done, &counter.get().counters, 1).map_err(|e| driver_error(ordinal, e))?;
         Ok(c[0])
     }
 }
@@ -193,13 +235,38 @@ impl<K: Key, V: Value> CudaTable<K, V> {
         stream: &Arc<CudaStream>,
         view: &DeviceView,
         from: usize,
+        words: usize,
         dst: &mut CudaSlice<u64>,
     ) -> Result<(), DriverError> {
-        let bytes = dst.num_bytes();
+        debug_assert!(from + words <= 4 && words <= dst.len());
+        let bytes = 8 * words;
         let (ptr, _record) = dst.device_ptr_mut(stream);
         // Safety: both ranges lie in live allocations (the metadata block has
-        // 8 words, `from + dst.len() <= 4`), on `stream`, after the kernel.
+        // 8 words, `from + words <= 4`, `dst` holds `words`), on `stream`,
+        // after the kernel.
         unsafe { cu::memcpy_dtod_async(ptr, view.meta + 8 * from as u64, bytes, stream.cu_stream()) }
+    }
+
+    /// Scratch for an async call on `n` keys (positions of failed inserts for
+    /// `n` of them): kept from an earlier call when large enough, else
+    /// allocated on `stream`.
+    fn async_buffers(&self, stream: &Arc<CudaStream>, n: usize) -> Result<Kept> {
+        let pool = self.async_pool.clone();
+        let kept = {
+            let mut p = pool.lock().unwrap_or_else(|p| p.into_inner());
+            p.iter().position(|b| b.failed.len() >= n).map(|i| p.swap_remove(i))
+        };
+        if let Some(b) = kept {
+            return Ok(Kept { bufs: Some(b), pool });
+        }
+        let e = |e| self.err(e);
+        crate::fault::alloc_point(24 + 4 * n as u64, Device::Cuda(self.ctx.ordinal()))?;
+        // Safety: written by the kernel (failed, up to the failure count) and
+        // the counter copy before they are read.
+        let counters = unsafe { stream.alloc::<u64>(3) }.map_err(e)?;
+        // One element at least: a zero-length allocation is an error.
+        let failed = unsafe { stream.alloc::<u32>(n.max(1)) }.map_err(e)?;
+        Ok(Kept { bufs: Some(AsyncBuffers { counters, failed }), pool })
     }
 
     /// Zeroes the metadata counters on `stream`.
@@ -222,9 +289,10 @@ impl<K: Key, V: Value> CudaTable<K, V> {
     ///   erases until you call [`CudaTable::resync`] after them.
     /// * Lifetimes: `keys` stays borrowed by the returned value. The other
     ///   buffers may be dropped at once: cudarc (with its default event
-    ///   tracking) frees a buffer only after the work that uses it. Per-call
-    ///   scratch (4 bytes per key for failed positions) is allocated on
-    ///   `stream` and freed there.
+    ///   tracking) frees a buffer only after the work that uses it. The call's
+    ///   scratch (4 bytes per key for failed positions) is kept by the table
+    ///   for the next async call (two such at most); a larger batch than the
+    ///   kept ones allocates it on `stream`.
     pub fn insert_device_async<'k>(
         &mut self,
         stream: &Arc<CudaStream>,
@@ -246,28 +314,24 @@ impl<K: Key, V: Value> CudaTable<K, V> {
         }
         let n = keys.len() as u64;
         let e = |e| self.err(e);
-        crate::fault::alloc_point(24 + 4 * n, Device::Cuda(self.ctx.ordinal()))?;
         let view = self.enter(stream).map_err(e)?;
-        // Safety: written by the kernel (failed, up to the failure count) and
-        // the counter copy before they are read.
-        let mut counters = unsafe { stream.alloc::<u64>(3) }.map_err(e)?;
-        let mut failed = unsafe { stream.alloc::<u32>(keys.len()) }.map_err(e)?;
+        let mut bufs = self.async_buffers(stream, keys.len())?;
         Self::zero_counters_on(stream, &view).map_err(e)?;
         let (m, op) = mode_codes(mode);
         let (cap, base) = (n, 0u64);
         let mut b = stream.launch_builder(&self.kernels.insert);
         let todo = 0u64; // every item (no gh_apply_present step on async calls)
-        b.arg(&view).arg(keys).arg(values).arg(&n).arg(&m).arg(&op).arg(&mut failed).arg(&cap).arg(&base).arg(&todo);
+        let failed = &mut bufs.get_mut().failed;
+        b.arg(&view).arg(keys).arg(values).arg(&n).arg(&m).arg(&op).arg(failed).arg(&cap).arg(&base).arg(&todo);
         // Safety: the arguments match gh_insert's signature; `failed` has room
         // for every position.
         unsafe { b.launch(self.insert_grid(n)) }.map_err(e)?;
-        self.copy_counters(stream, &view, 0, &mut counters).map_err(e)?;
+        self.copy_counters(stream, &view, 0, 3, &mut bufs.get_mut().counters).map_err(e)?;
         let done = self.leave_marked(stream).map_err(e)?;
         Ok(PendingInsert {
             inner: Some(InsertScratch {
                 keys: keys.slice(..),
-                counters,
-                failed,
+                bufs,
                 done,
                 stream: stream.clone(),
                 kernels: self.kernels.clone(),
@@ -352,16 +416,14 @@ impl<K: Key, V: Value> CudaTable<K, V> {
         }
         let n = keys.len() as u64;
         let e = |e| self.err(e);
-        crate::fault::alloc_point(8, Device::Cuda(self.ctx.ordinal()))?;
         let view = self.enter(stream).map_err(e)?;
-        // Safety: written by the counter copy before it is read.
-        let mut counter = unsafe { stream.alloc::<u64>(1) }.map_err(e)?;
+        let mut counter = self.async_buffers(stream, 0)?;
         Self::zero_counters_on(stream, &view).map_err(e)?;
         let mut b = stream.launch_builder(&self.kernels.erase);
         b.arg(&view).arg(keys).arg(&n);
         // Safety: the arguments match gh_erase's signature.
         unsafe { b.launch(self.key_grid(n)) }.map_err(e)?;
-        self.copy_counters(stream, &view, 3, &mut counter).map_err(e)?;
+        self.copy_counters(stream, &view, 3, 1, &mut counter.get_mut().counters).map_err(e)?;
         let done = self.leave_marked(stream).map_err(e)?;
         Ok(PendingCount { inner: Some((counter, done, stream.clone())) })
     }
