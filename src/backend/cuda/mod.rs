@@ -68,6 +68,48 @@ impl<T> TableBuf<T> {
     }
 }
 
+/// A table's page-locked read-back words. They are taken from, and given
+/// back to, a list shared by all tables: page-locked memory is slow to
+/// allocate, and freeing it synchronizes the whole device, while a paged
+/// table makes a table for each page it brings in.
+pub(crate) struct Readback {
+    words: Option<PinnedHostSlice<u64>>,
+    ordinal: usize,
+}
+
+/// Read-back words of dropped tables, by device ordinal.
+static SPARE_READBACK: Mutex<Vec<(usize, PinnedHostSlice<u64>)>> = Mutex::new(Vec::new());
+/// Spare read-back words kept at most (a page of page-locked memory each).
+const SPARE_READBACK_MAX: usize = 64;
+
+impl Readback {
+    fn take(ctx: &Arc<CudaContext>) -> std::result::Result<Self, DriverError> {
+        let ordinal = ctx.ordinal();
+        let spare = {
+            let mut list = SPARE_READBACK.lock().unwrap_or_else(|p| p.into_inner());
+            list.iter().position(|(o, _)| *o == ordinal).map(|i| list.swap_remove(i).1)
+        };
+        let words = match spare {
+            Some(w) => w,
+            // Safety: written by a copy before every read. Cached host memory
+            // (not cudarc's default, write-combined): the host reads it.
+            None => unsafe { ctx.alloc_pinned_with_flags::<u64>(META_WORDS, 0) }?,
+        };
+        Ok(Readback { words: Some(words), ordinal })
+    }
+}
+
+impl Drop for Readback {
+    fn drop(&mut self) {
+        if let Some(w) = self.words.take() {
+            let mut list = SPARE_READBACK.lock().unwrap_or_else(|p| p.into_inner());
+            if list.len() < SPARE_READBACK_MAX {
+                list.push((self.ordinal, w));
+            }
+        }
+    }
+}
+
 impl<T> std::ops::Deref for TableBuf<T> {
     type Target = CudaSlice<T>;
     fn deref(&self) -> &CudaSlice<T> {
@@ -235,7 +277,7 @@ pub struct CudaTable<K: Key, V: Value> {
     meta: TableBuf<u64>,
     /// Page-locked words the counters are read back into: a copy into
     /// pageable memory is staged by the driver, several microseconds more.
-    meta_host: Mutex<PinnedHostSlice<u64>>,
+    meta_host: Mutex<Readback>,
     /// The scheme's state words (at least one word, so the view's pointer is valid).
     aux: TableBuf<u64>,
     failed: TableBuf<u32>,
@@ -277,9 +319,7 @@ impl<K: Key, V: Value> CudaTable<K, V> {
             .map_err(e)? as u64;
         crate::fault::alloc_point((8 * META_WORDS + 4 * FAILED_CAP) as u64, Device::Cuda(ordinal))?;
         let meta = TableBuf::new(stream.alloc_zeros::<u64>(META_WORDS).map_err(e)?, &stream);
-        // Safety: written by the insert kernel before it is read. Cached
-        // host memory (not cudarc's default, write-combined): the host reads it.
-        let meta_host = Mutex::new(unsafe { ctx.alloc_pinned_with_flags::<u64>(META_WORDS, 0) }.map_err(e)?);
+        let meta_host = Mutex::new(Readback::take(&ctx).map_err(e)?);
         // Safety: written by the insert kernel before it is read.
         let failed = TableBuf::new(unsafe { stream.alloc::<u32>(FAILED_CAP) }.map_err(e)?, &stream);
         let slots = Self::alloc_slots(&ctx, &stream, config.slots, config.memory)?;
@@ -382,7 +422,7 @@ impl<K: Key, V: Value> CudaTable<K, V> {
         // Held through the copy: calls from other threads take turns.
         let host = self.meta_host.lock().unwrap_or_else(|p| p.into_inner());
         let e = |e| self.err(e);
-        let dst = host.as_ptr().map_err(e)? as *mut u64;
+        let dst = host.words.as_ref().expect("held until drop").as_ptr().map_err(e)? as *mut u64;
         // Safety: `dst` holds META_WORDS words, page-locked; the copy is on
         // the table's stream after the kernels that wrote the block, and the
         // words are read below only after the stream is synchronized.
