@@ -46,10 +46,10 @@ struct InsertScratch<'k, K: Key> {
     sms: u64,
 }
 
-/// The device scratch of one async insert, kept by the table for the next
-/// one: allocating it per call (4 bytes a key) cost more than the insert
-/// itself for 2^20 keys, since the driver's pool gives freed memory back at
-/// every synchronization.
+/// The device scratch of one async insert or erase, kept by the table for
+/// the next call: allocating it per call (4 bytes a key) cost more than the
+/// insert itself for 2^20 keys, since the driver's pool gives freed memory
+/// back at every synchronization.
 pub(crate) struct AsyncBuffers {
     /// inserted, existing, failed
     counters: CudaSlice<u64>,
@@ -57,8 +57,8 @@ pub(crate) struct AsyncBuffers {
     failed: CudaSlice<u32>,
 }
 
-/// Async scratch the table keeps at most: one per call in flight at once
-/// beyond this is allocated and freed as before.
+/// Async scratch the table keeps at most; calls in flight beyond this many
+/// allocate their own, freed once they are done.
 const KEPT_BUFFERS: usize = 2;
 
 /// Scratch lent to one async call, given back to the table's pool when the
