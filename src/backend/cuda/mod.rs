@@ -423,6 +423,8 @@ impl<K: Key, V: Value> CudaTable<K, V> {
         let host = self.meta_host.lock().unwrap_or_else(|p| p.into_inner());
         let e = |e| self.err(e);
         let dst = host.words.as_ref().expect("held until drop").as_ptr().map_err(e)? as *mut u64;
+        // The raw copy below needs the context current on this thread.
+        self.ctx.bind_to_thread().map_err(e)?;
         // Safety: `dst` holds META_WORDS words, page-locked; the copy is on
         // the table's stream after the kernels that wrote the block, and the
         // words are read below only after the stream is synchronized.
