@@ -413,10 +413,6 @@ impl<K: Key, V: Value> CudaTable<K, V> {
         }
     }
 
-    fn reset_counters(&mut self) -> Result<()> {
-        self.zero_counters()
-    }
-
     /// Reads the metadata block back (waits for the stream).
     fn read_meta(&self) -> Result<[u64; META_WORDS]> {
         // Held through the copy: calls from other threads take turns.
@@ -553,7 +549,7 @@ impl<K: Key, V: Value> CudaTable<K, V> {
             return Ok(RawInsert::default());
         }
         let cap = self.failure_room(n)?;
-        self.reset_counters()?;
+        self.zero_counters()?;
         let (m, op) = mode_codes(mode);
         let view = self.view(); // the kernel writes: the table is no longer known EMPTY
         let base = 0u64;
@@ -995,7 +991,7 @@ impl<K: Key, V: Value> Backend<K, V> for CudaTable<K, V> {
         crate::fault::alloc_point(8 * aux_words as u64, self.device())?;
         let new_aux = self.stream.alloc_zeros::<u64>(aux_words).map_err(|e| self.err(e))?;
         // The new table shares the metadata block: out-of-band keys carry over.
-        self.reset_counters()?;
+        self.zero_counters()?;
         let probe = ProbeParams { buckets, seed: self.config.seed, limit: self.config.max_probe_buckets.clamp(1, buckets) };
         let from = self.kernel_view();
         let to = {

@@ -389,7 +389,7 @@ impl<K: Key, V: Value> CudaTable<K, V> {
             drop(taken);
             return self.insert_plain(keys, values, mode);
         }
-        self.reset_counters()?;
+        self.zero_counters()?;
         let (m, op) = super::mode_codes(mode);
         let view = self.kernel_view();
         let s = &mut taken.scratch;

@@ -382,7 +382,7 @@ impl<K: Key, V: Value> CudaTable<K, V> {
         let (ks, vs) = (size_of::<K>(), size_of::<V>());
         let chunk = chunk_keys(STAGING_BYTES, &[ks, vs]);
         let cap = self.failure_room(n as u64)?;
-        self.reset_counters()?;
+        self.zero_counters()?;
         let (m, op) = mode_codes(mode);
         let view = self.view(); // the kernel writes: the table is no longer known EMPTY
         let failed = {
