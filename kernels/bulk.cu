@@ -1069,11 +1069,16 @@ __device__ int insert_by_warp(const View& t, u64 k, V value, u32 mode, u32 op, u
 //      of a key meet in one slot (a copy that finds the slot taken reads the
 //      bucket again), and a key whose candidates are all full has all its
 //      copies here too: those wait in a per-region list.
-//   2. One warp per region places its list, one key at a time: a copy
-//      placed meanwhile is updated, else a breadth-first search over
+//   2. Every thread takes a waiting key (the first copy of each; later
+//      copies wait) on a random walk of exchanges in its candidates (below,
+//      tl_walk); then the later copies update the slot their key reached.
+//      Step 1's regions are first written to the table, so a region where
+//      a walk gives up (a pair left in hand) restarts from there: one warp
+//      per such region places its list one key at a time, a copy placed
+//      meanwhile being updated, else by a breadth-first search over
 //      eviction paths (every lane checks one path of the current length,
-//      up to TL_LEVELS moves) moves the residents of the shortest path, last
-//      move first, and stores the key where the first resident was.
+//      up to TL_LEVELS moves) that moves the residents of the shortest
+//      path, last move first, and stores the key where the first was.
 // Keys without a path (and lists longer than shared memory holds) are
 // deferred to the plain kernel, which walks further or rebuilds the region
 // with a new seed under its lock, and refuses exactly what it cannot place.
@@ -1161,6 +1166,66 @@ __device__ bool tl_path(View::raw* region, const u32* xc, u64 seed, u32 sub, u32
     return true;
 }
 
+// Exchanges one random walk makes before it gives its region up. At a
+// region load of 0.9 (2-choice, 4-slot buckets) walks take a few steps;
+// one that runs this long is in a region past what cuckoo placement holds.
+constexpr u32 TL_WALK_STEPS = 512;
+
+// Puts w into *slot and returns what was there (one atomic: 8-byte slots
+// exchange, 16-byte slots swap by CAS, as nothing else but walks write).
+// (A template, so that only the branch of the slot's width is compiled.)
+template <typename R> __device__ __forceinline__ R tl_exchange(R* slot, const R& w) {
+    if constexpr (sizeof(R) == 8) {
+        return atomicExch((unsigned long long*)slot, (unsigned long long)w);
+    } else {
+        const volatile u64* half = (const volatile u64*)slot;  // a torn read only fails the first CAS
+        R cur = View::W::pack(half[0], half[1]);
+        while (true) {
+            const R seen = View::W::cas(slot, cur, w);
+            if (View::W::eq(seen, cur)) return cur;
+            cur = seen;
+        }
+    }
+}
+
+// Step 2 for one waiting pair by one thread: w goes into an EMPTY slot of
+// the bucket in hand if it has one, else takes a random slot's place and
+// the resident it displaced goes on to another of its own candidates, and
+// so on (true once a pair lands in a free slot). Every pair is in a slot
+// or in one thread's hand throughout, so walks of one region run at once
+// without locks. False: the walk gave up, or *stop was set by another walk
+// of the region, with a pair still in hand (the caller restarts the region).
+__device__ bool tl_walk(View::raw* region, View::raw w, u64 seed, u32 sub, const volatile u32* stop) {
+    typedef View::W W;
+    u64 k = W::key(w);
+    u32 rnd = (u32)gh::mix64(k, seed ^ GH_CUCKOO_WALK_SALT) | 1u;
+    u32 b = tl_cand(k, seed, sub, (int)(rnd % TL_D));
+    for (u32 step = 0; step < TL_WALK_STEPS; ++step) {
+        View::raw* bucket = region + b * TL_S;
+        u64 kk[TL_S];
+        shared_bucket_keys(bucket, kk);
+#pragma unroll
+        for (int s = 0; s < TL_S; ++s)
+            if (kk[s] == W::EMPTY_KEY && W::eq(W::cas(&bucket[s], W::empty(), w), W::empty())) return true;
+        rnd ^= rnd << 13;  // xorshift32
+        rnd ^= rnd >> 17;
+        rnd ^= rnd << 5;
+        const View::raw out = tl_exchange(&bucket[rnd % TL_S], w);
+        if (!gh::cuckoo::full<W>(out)) return true;
+        w = out;
+        k = W::key(w);
+        // One of the displaced key's other candidates, from a random start.
+        const u32 j0 = (rnd >> 16) % TL_D;
+#pragma unroll
+        for (int u = 0; u < TL_D; ++u) {
+            const u32 c = tl_cand(k, seed, sub, (int)((j0 + u) % TL_D));
+            if (c != b) { b = c; break; }
+        }
+        if ((step & 15) == 15 && *stop) return false;
+    }
+    return false;
+}
+
 // Step 2 for one waiting pair, by the whole warp: EXISTING (a copy was
 // placed meanwhile: updated), INSERTED, or FAILED (no path within TL_LEVELS).
 __device__ int tl_place_by_warp(const View& t, View::raw* region, const View::raw& w, u32 sub, u64 seed, u32 lane,
@@ -1212,6 +1277,8 @@ extern "C" __global__ void __launch_bounds__(GH_PART_THREADS, 3)
     raw* pend = region + BUILD_BUCKETS * TL_S;
     __shared__ u32 npend[TL_SUBS];
     __shared__ u64 seeds[TL_SUBS];
+    __shared__ u32 gave_up[TL_SUBS];  // a walk of the region gave up
+    __shared__ u32 walked[TL_SUBS];   // walks that placed their pair
     const gh::two_level::Regions<K, V> g(t);
     const u64 r = blockIdx.x, sub0 = r * TL_SUBS;
     const u32 subs = (u32)min((u64)TL_SUBS, g.count - sub0);
@@ -1288,9 +1355,71 @@ extern "C" __global__ void __launch_bounds__(GH_PART_THREADS, 3)
     });
     __syncthreads();
 
-    // 2. Each region's waiting pairs by one warp.
+    // 2. Random walks for every region's waiting pairs; a region where one
+    // gives up restarts from step 1's state (written to the table first).
+    u32 total = 0;
+    bool waiting = false;
+    for (u32 sub = 0; sub < subs; ++sub) {
+        total += min(npend[sub], TL_PEND);
+        waiting |= npend[sub] > 0;
+    }
+    if (waiting) {
+        const u32 per = TL_RB * GH_BUCKET_BYTES / 16;  // 16-byte words per region
+        for (u32 j = threadIdx.x; j < words16; j += blockDim.x)
+            if (npend[j / per] > 0) __stcg(global16 + j, shared16[j]);
+        if (threadIdx.x < subs) {
+            gave_up[threadIdx.x] = 0;
+            walked[threadIdx.x] = 0;
+        }
+        __syncthreads();
+    }
+    // The region and place in its list of waiting pair i of the block, and
+    // whether an earlier pair of the list has its key.
+    auto locate = [&](u32 i, u32* sub, u32* at) {
+        u32 s = 0;
+        while (i >= min(npend[s], TL_PEND)) i -= min(npend[s++], TL_PEND);
+        *sub = s;
+        *at = i;
+        const u64 k = W::key(pend[s * TL_PEND + i]);
+        for (u32 j = 0; j < i; ++j)
+            if (W::key(pend[s * TL_PEND + j]) == k) return true;
+        return false;
+    };
+    for (u32 i = threadIdx.x; i < total; i += blockDim.x) {
+        u32 sub, at;
+        if (locate(i, &sub, &at) || *(volatile u32*)&gave_up[sub]) continue;
+        if (tl_walk(region, pend[sub * TL_PEND + at], seeds[sub], sub, &gave_up[sub])) atomicAdd(&walked[sub], 1u);
+        else atomicOr(&gave_up[sub], 1u);
+    }
+    if (waiting) __syncthreads();
+    // Later copies update the slot their first copy reached.
+    for (u32 i = threadIdx.x; i < total; i += blockDim.x) {
+        u32 sub, at;
+        if (!locate(i, &sub, &at) || gave_up[sub]) continue;
+        const raw w = pend[sub * TL_PEND + at];
+        const u64 k = W::key(w);
+        bool done = false;
+        for (int j = 0; j < TL_D && !done; ++j) {
+            raw* bucket = region + tl_cand(k, seeds[sub], sub, j) * TL_S;
+            u64 kk[TL_S];
+            shared_bucket_keys(bucket, kk);
+#pragma unroll
+            for (int s = 0; s < TL_S; ++s)
+                if (!done && kk[s] == k) {
+                    t.update_value(&bucket[s], gh::from_bits<V>(W::value(w)), mode, op);
+                    ++ex;
+                    done = true;
+                }
+        }
+        if (!done) deferred[atomicAdd(&t.meta->counters[2], 1ull)] = w;  // never expected; the plain kernel decides
+    }
     const u32 warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    if (warp < subs) {
+    if (warp < subs && npend[warp] > 0 && !gave_up[warp] && lane == 0) ins += walked[warp];
+    // A region whose walks gave up: back to step 1's state, then one warp.
+    if (warp < subs && npend[warp] > 0 && gave_up[warp]) {
+        const u32 per = TL_RB * GH_BUCKET_BYTES / 16;
+        for (u32 j = lane; j < per; j += 32) shared16[warp * per + j] = __ldcg(global16 + warp * per + j);
+        __syncwarp();
         const u32 m = min(npend[warp], TL_PEND);
         const u64 seed = seeds[warp];
         for (u32 i = 0; i < m; ++i) {
