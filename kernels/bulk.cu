@@ -1055,10 +1055,9 @@ __device__ int insert_by_warp(const View& t, u64 k, V value, u32 mode, u32 op, u
 
 #else  // GH_SCHEME == GH_SCHEME_TWO_LEVEL
 // ---- two-level region build ---------------------------------------------------
-// A build block holds TL_SUBS consecutive two-level regions (64 KiB: one
-// region of GH_CUCKOO_REGION_BUCKETS; a key's candidates all lie in its own
-// region, gh::two_level), so the partition above serves unchanged with
-// region_of = the key's region / TL_SUBS. The
+// A build block holds TL_SUBS consecutive two-level regions (64 KiB; a key's
+// candidates all lie in its own region, gh::two_level), so the partition
+// above serves unchanged with region_of = the key's region / TL_SUBS. The
 // block loads its regions, places its bin with shared-memory atomics and
 // writes the regions back coalesced; no lock and no random access to device
 // memory. Placement is the plain scheme's: any slot of a key's candidates
@@ -1094,13 +1093,13 @@ constexpr u32 TL_PEND = 8192 / View::WORD_BYTES / TL_SUBS;
 // first move picks one of the key's D * S residents and one of its D - 1
 // other candidates, each later one a resident (S) and a candidate (D - 1).
 // The search is breadth-first, so only keys of crowded regions go deep. For
-// 8-byte slots six moves (8192 paths) kept nearly every key of a region
-// below the plain kernel's rebuild limit in the block, where a rebuild by
-// one thread costs milliseconds (measured on an H100 with 512-bucket
-// regions and no walks, 2^27 slots at load 0.9: 4.9 against 2.7 G/s with
-// four moves). For 16-byte slots six moves measured slower than four (1.8
-// against 3.0 G/s): the deep searches mostly fail. The search now runs only
-// in regions where a random walk gave up.
+// 8-byte slots six moves (8192 paths) keep nearly every key of a region
+// below the plain kernel's rebuild limit (31/32 full) in the block, where a
+// rebuild by one thread costs milliseconds (measured on an H100, 2^27 slots
+// at load 0.9: 4.9 against 2.7 G/s with four moves). For 16-byte slots
+// (1024-slot regions, more of them overfull) six moves measured slower than
+// four (1.8 against 3.0 G/s): the deep searches mostly fail. (Measured
+// before random walks; the search now runs only where a walk gave up.)
 constexpr u32 TL_LEVELS = View::WORD_BYTES == 8 ? 6 : 4;
 constexpr u32 TL_FIRST = TL_D * TL_S * (TL_D - 1);
 constexpr u32 TL_NEXT = TL_S * (TL_D - 1);

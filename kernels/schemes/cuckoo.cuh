@@ -476,7 +476,7 @@ template <typename K, typename V> struct Regions {
         u64 live = 0;
         for (u64 i = 0; i < m; ++i) live += cuckoo::full<W>(W::load(reg + i));
         *ok = false;
-        if ((live + 1) * 25 > m * 24) return n;  // src/core/cuckoo.rs rebuild_may_fit
+        if ((live + 1) * 32 > m * 31) return n;  // src/core/cuckoo.rs rebuild_may_fit
         // Claim an area (holders hold one region lock and wait on nothing).
         u64* pool = e.t.aux + count;
         const u64 areas = count < GH_CUCKOO_REBUILD_AREAS ? count : GH_CUCKOO_REBUILD_AREAS;

@@ -69,28 +69,25 @@ pub const MAX_EVICTIONS: u64 = 64;
 /// bytes, only while the stash is not empty).
 pub const STASH_PAIRS: u64 = 32;
 
-/// Buckets per region of the two-level scheme (64 KiB of slots: 8192
-/// eight-byte or 4096 sixteen-byte slots; one CUDA region-build block).
-/// Large enough that region loads stay close to the table's: at load 0.9
-/// an 8192-slot region's load varies by about 1% (a 2048-slot region's by
-/// 2%, which left 60 u32 and 2,600 u64 keys of a 2^27-slot table refused
-/// at 0.9, and 100,000-220,000 at 0.95, against none and 1,400-7,000 here;
-/// NVIDIA H200). The cost is in rebuilds, which place a region's pairs
-/// again one at a time: [`rebuild_may_fit`] keeps them to regions where a
-/// new seed is likely to help.
-pub const REGION_BUCKETS: u64 = 2048;
+/// Buckets per region of the two-level scheme (16 KiB of slots: 2048
+/// eight-byte or 1024 sixteen-byte slots). Large enough that region loads
+/// stay close to the table's: the fullest of a few dozen regions of a
+/// table at load 0.875 sits near 0.93, where in-region cuckoo still
+/// succeeds; regions of 32 buckets overflow well below that (at load 0.8 a
+/// 64-slot region gets 51 keys on average, with a standard deviation of 7).
+/// Small enough that a rebuild (one region's pairs placed again per seed
+/// tried) stays a short serial job.
+pub const REGION_BUCKETS: u64 = 512;
 
 /// Seeds a region rebuild tries before the insert that caused it fails.
 pub const REBUILD_SEEDS: u64 = 8;
 
 /// Whether rebuilding a region of `slots` slots to hold `live` pairs may
-/// succeed: up to 24/25 full. Fuller regions fail the insert at once: no
+/// succeed: up to 31/32 full. Fuller regions fail the insert at once (no
 /// seed would place them with short walks, and trying all seeds costs
-/// thousands of moves for each key refused by a full region (with 31/32 an
-/// over-full batch into 64 KiB regions rebuilt each region once per key past
-/// the walks' reach, and a full-scale test ran for minutes).
+/// thousands of moves for each key refused by a full region).
 pub const fn rebuild_may_fit(live: u64, slots: u64) -> bool {
-    live * 25 <= slots * 24
+    live * 32 <= slots * 31
 }
 
 /// Bit of a region word that locks the region.
