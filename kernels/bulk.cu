@@ -1171,6 +1171,8 @@ __device__ bool tl_path(View::raw* region, const u32* xc, u64 seed, u32 sub, u32
 // region load of 0.9 (2-choice, 4-slot buckets) walks take a few steps;
 // one that runs this long is in a region past what cuckoo placement holds.
 constexpr u32 TL_WALK_STEPS = 512;
+// 16-byte words of one two-level region (its share of the block's copy).
+constexpr u32 TL_WORDS16 = TL_RB * GH_BUCKET_BYTES / 16;
 
 // Puts w into *slot and returns what was there (one atomic: 8-byte slots
 // exchange, 16-byte slots swap by CAS, as nothing else but walks write).
@@ -1358,16 +1360,11 @@ extern "C" __global__ void __launch_bounds__(GH_PART_THREADS, 3)
 
     // 2. Random walks for every region's waiting pairs; a region where one
     // gives up restarts from step 1's state (written to the table first).
-    u32 total = 0;
-    bool waiting = false;
-    for (u32 sub = 0; sub < subs; ++sub) {
-        total += min(npend[sub], TL_PEND);
-        waiting |= npend[sub] > 0;
-    }
-    if (waiting) {
-        const u32 per = TL_RB * GH_BUCKET_BYTES / 16;  // 16-byte words per region
+    u32 total = 0;  // waiting pairs of the block (the same for every thread)
+    for (u32 sub = 0; sub < subs; ++sub) total += min(npend[sub], TL_PEND);
+    if (total > 0) {
         for (u32 j = threadIdx.x; j < words16; j += blockDim.x)
-            if (npend[j / per] > 0) __stcg(global16 + j, shared16[j]);
+            if (npend[j / TL_WORDS16] > 0) __stcg(global16 + j, shared16[j]);
         if (threadIdx.x < subs) {
             gave_up[threadIdx.x] = 0;
             walked[threadIdx.x] = 0;
@@ -1392,7 +1389,7 @@ extern "C" __global__ void __launch_bounds__(GH_PART_THREADS, 3)
         if (tl_walk(region, pend[sub * TL_PEND + at], seeds[sub], sub, &gave_up[sub])) atomicAdd(&walked[sub], 1u);
         else atomicOr(&gave_up[sub], 1u);
     }
-    if (waiting) __syncthreads();
+    if (total > 0) __syncthreads();
     // Later copies update the slot their first copy reached.
     for (u32 i = threadIdx.x; i < total; i += blockDim.x) {
         u32 sub, at;
@@ -1418,8 +1415,8 @@ extern "C" __global__ void __launch_bounds__(GH_PART_THREADS, 3)
     if (warp < subs && npend[warp] > 0 && !gave_up[warp] && lane == 0) ins += walked[warp];
     // A region whose walks gave up: back to step 1's state, then one warp.
     if (warp < subs && npend[warp] > 0 && gave_up[warp]) {
-        const u32 per = TL_RB * GH_BUCKET_BYTES / 16;
-        for (u32 j = lane; j < per; j += 32) shared16[warp * per + j] = __ldcg(global16 + warp * per + j);
+        for (u32 j = lane; j < TL_WORDS16; j += 32)
+            shared16[warp * TL_WORDS16 + j] = __ldcg(global16 + warp * TL_WORDS16 + j);
         __syncwarp();
         const u32 m = min(npend[warp], TL_PEND);
         const u64 seed = seeds[warp];
