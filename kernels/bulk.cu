@@ -389,13 +389,16 @@ constexpr u32 PART_TILE = GH_PART_THREADS * PART_ITEMS;
 constexpr u32 PART_IN_BYTES = PART_TILE * View::WORD_BYTES;  // holds a tile of keys and values too
 
 // The build region of a key: that of its home bucket (linear), or that of
-// its two-level region, BUILD_BUCKETS / GH_CUCKOO_REGION_BUCKETS of which
-// make a build region.
+// its two-level region, of which a build region holds one (large regions)
+// or BUILD_BUCKETS / GH_CUCKOO_REGION_BUCKETS (the host builds only tables
+// of whole build regions, past one two-level region).
 __device__ __forceinline__ u32 region_of(const View& t, u64 k) {
 #if GH_SCHEME == GH_SCHEME_LINEAR
     return (u32)(t.home(k) >> REGION_LOG2);
 #else
-    return (u32)(gh::two_level::Regions<K, V>(t).region(k) / (BUILD_BUCKETS / GH_CUCKOO_REGION_BUCKETS));
+    const gh::two_level::Regions<K, V> g(t);
+    const u64 r = g.region(k);
+    return (u32)(g.rb == BUILD_BUCKETS ? r : r / (BUILD_BUCKETS / GH_CUCKOO_REGION_BUCKETS));
 #endif
 }
 
@@ -1055,9 +1058,10 @@ __device__ int insert_by_warp(const View& t, u64 k, V value, u32 mode, u32 op, u
 
 #else  // GH_SCHEME == GH_SCHEME_TWO_LEVEL
 // ---- two-level region build ---------------------------------------------------
-// A build block holds TL_SUBS consecutive two-level regions (64 KiB; a key's
+// A build block holds Tl<RB>::SUBS consecutive two-level regions of RB
+// buckets (64 KiB: one large region, or four of a smaller table; a key's
 // candidates all lie in its own region, gh::two_level), so the partition
-// above serves unchanged with region_of = the key's region / TL_SUBS. The
+// above serves unchanged with region_of = the key's region / SUBS. The
 // block loads its regions, places its bin with shared-memory atomics and
 // writes the regions back coalesced; no lock and no random access to device
 // memory. Placement is the plain scheme's: any slot of a key's candidates
@@ -1082,13 +1086,17 @@ __device__ int insert_by_warp(const View& t, u64 k, V value, u32 mode, u32 op, u
 // Keys without a path (and lists longer than shared memory holds) are
 // deferred to the plain kernel, which walks further or rebuilds the region
 // with a new seed under its lock, and refuses exactly what it cannot place.
-constexpr u32 TL_RB = GH_CUCKOO_REGION_BUCKETS;
-constexpr u32 TL_SUBS = BUILD_BUCKETS / TL_RB;
-static_assert(TL_SUBS * TL_RB == BUILD_BUCKETS, "two-level regions tile a build region");
 constexpr int TL_D = gh::cuckoo::Choices<K, V>::D;
 constexpr int TL_S = View::SLOTS;
-// Waiting keys per region held in shared memory (8 KiB in all).
-constexpr u32 TL_PEND = 8192 / View::WORD_BYTES / TL_SUBS;
+// The shape of a build block of two-level regions of RB buckets.
+template <u32 RB> struct Tl {
+    static constexpr u32 SUBS = BUILD_BUCKETS / RB;  // regions of the block
+    static_assert(SUBS * RB == BUILD_BUCKETS, "two-level regions tile a build region");
+    // Waiting keys per region held in shared memory (8 KiB in all).
+    static constexpr u32 PEND = 8192 / View::WORD_BYTES / SUBS;
+    // 16-byte words of one region (its share of the block's copy).
+    static constexpr u32 WORDS16 = RB * GH_BUCKET_BYTES / 16;
+};
 // Moves of the longest eviction path searched, and paths per length: the
 // first move picks one of the key's D * S residents and one of its D - 1
 // other candidates, each later one a resident (S) and a candidate (D - 1).
@@ -1106,8 +1114,8 @@ constexpr u32 TL_NEXT = TL_S * (TL_D - 1);
 
 // Candidate j of k in region `sub` of the block (bucket in shared memory):
 // Space::cand of the region's current seed.
-__device__ __forceinline__ u32 tl_cand(u64 k, u64 seed, u32 sub, int j) {
-    return sub * TL_RB + (u32)__umul64hi(gh::mix64(k, seed ^ gh::cuckoo::salt(j)), TL_RB);
+template <u32 RB> __device__ __forceinline__ u32 tl_cand(u64 k, u64 seed, u32 sub, int j) {
+    return sub * RB + (u32)__umul64hi(gh::mix64(k, seed ^ gh::cuckoo::salt(j)), RB);
 }
 
 // The key of a shared-memory slot, read past any value a CAS of another
@@ -1121,6 +1129,7 @@ __device__ __forceinline__ u64 tl_key(const View::raw* slot) {
 // xc: whether it is valid (distinct buckets, each resident moving to one of
 // its own other candidates, an EMPTY slot at its end); with `word`, applies
 // it and stores the pair. Only the calling warp touches the region.
+template <u32 RB>
 __device__ bool tl_path(View::raw* region, const u32* xc, u64 seed, u32 sub, u32 node, u32 moves,
                         const View::raw* word) {
     typedef View::W W;
@@ -1141,7 +1150,7 @@ __device__ bool tl_path(View::raw* region, const u32* xc, u64 seed, u32 sub, u32
         // The a-th candidate of z other than b.
         u32 next = ~0u, seen = 0;
         for (int j = 0; j < TL_D; ++j) {
-            const u32 c = tl_cand(z, seed, sub, j);
+            const u32 c = tl_cand<RB>(z, seed, sub, j);
             if (c != b && seen++ == a) { next = c; break; }
         }
         if (next == ~0u) return false;
@@ -1171,8 +1180,6 @@ __device__ bool tl_path(View::raw* region, const u32* xc, u64 seed, u32 sub, u32
 // region load of 0.9 (2-choice, 4-slot buckets) walks take a few steps;
 // one that runs this long is in a region past what cuckoo placement holds.
 constexpr u32 TL_WALK_STEPS = 512;
-// 16-byte words of one two-level region (its share of the block's copy).
-constexpr u32 TL_WORDS16 = TL_RB * GH_BUCKET_BYTES / 16;
 
 // Puts w into *slot and returns what was there (one atomic: 8-byte slots
 // exchange, 16-byte slots swap by CAS, as nothing else but walks write).
@@ -1198,11 +1205,12 @@ template <typename R> __device__ __forceinline__ R tl_exchange(R* slot, const R&
 // or in one thread's hand throughout, so walks of one region run at once
 // without locks. False: the walk gave up, or *stop was set by another walk
 // of the region, with a pair still in hand (the caller restarts the region).
+template <u32 RB>
 __device__ bool tl_walk(View::raw* region, View::raw w, u64 seed, u32 sub, const volatile u32* stop) {
     typedef View::W W;
     u64 k = W::key(w);
     u32 rnd = (u32)gh::mix64(k, seed ^ GH_CUCKOO_WALK_SALT) | 1u;
-    u32 b = tl_cand(k, seed, sub, (int)(rnd % TL_D));
+    u32 b = tl_cand<RB>(k, seed, sub, (int)(rnd % TL_D));
     for (u32 step = 0; step < TL_WALK_STEPS; ++step) {
         View::raw* bucket = region + b * TL_S;
         u64 kk[TL_S];
@@ -1221,7 +1229,7 @@ __device__ bool tl_walk(View::raw* region, View::raw w, u64 seed, u32 sub, const
         const u32 j0 = (rnd >> 16) % TL_D;
 #pragma unroll
         for (int u = 0; u < TL_D; ++u) {
-            const u32 c = tl_cand(k, seed, sub, (int)((j0 + u) % TL_D));
+            const u32 c = tl_cand<RB>(k, seed, sub, (int)((j0 + u) % TL_D));
             if (c != b) { b = c; break; }
         }
         if ((step & 15) == 15 && *stop) return false;
@@ -1231,13 +1239,14 @@ __device__ bool tl_walk(View::raw* region, View::raw w, u64 seed, u32 sub, const
 
 // Step 2 for one waiting pair, by the whole warp: EXISTING (a copy was
 // placed meanwhile: updated), INSERTED, or FAILED (no path within TL_LEVELS).
+template <u32 RB>
 __device__ int tl_place_by_warp(const View& t, View::raw* region, const View::raw& w, u32 sub, u64 seed, u32 lane,
                                 u32 mode, u32 op) {
     typedef View::W W;
     const u64 k = W::key(w);
     u32 xc[TL_D];
 #pragma unroll
-    for (int j = 0; j < TL_D; ++j) xc[j] = tl_cand(k, seed, sub, j);
+    for (int j = 0; j < TL_D; ++j) xc[j] = tl_cand<RB>(k, seed, sub, j);
     u32 at = 0;
     bool mine = false;
     if (lane < (u32)(TL_D * TL_S)) {
@@ -1253,10 +1262,10 @@ __device__ int tl_place_by_warp(const View& t, View::raw* region, const View::ra
     u32 paths = TL_FIRST;
     for (u32 moves = 1; moves <= TL_LEVELS; ++moves, paths *= TL_NEXT) {
         for (u32 base = 0; base < paths; base += 32) {
-            const bool ok = base + lane < paths && tl_path(region, xc, seed, sub, base + lane, moves, nullptr);
+            const bool ok = base + lane < paths && tl_path<RB>(region, xc, seed, sub, base + lane, moves, nullptr);
             const u32 found = __ballot_sync(0xffffffffu, ok);
             if (found) {
-                if (lane == (u32)__ffs(found) - 1) tl_path(region, xc, seed, sub, base + lane, moves, &w);
+                if (lane == (u32)__ffs(found) - 1) tl_path<RB>(region, xc, seed, sub, base + lane, moves, &w);
                 __syncwarp();
                 return gh::INSERTED;
             }
@@ -1265,16 +1274,14 @@ __device__ int tl_place_by_warp(const View& t, View::raw* region, const View::ra
     return gh::FAILED;
 }
 
-// One block per build region r (two-level regions r * TL_SUBS ..): its
-// pairs are words[offsets[r] .. offsets[r + 1]). Pairs placed nowhere go to
-// `deferred` (counters[2] counts them). The spill arguments and try_count
-// are the linear build's (unused here); `fresh` is 1 where the host knows
-// every slot is EMPTY: the table is not read.
-extern "C" __global__ void __launch_bounds__(GH_PART_THREADS, 3)
-    gh_region_build(View t, const u32* offsets, const View::raw* words, View::raw* spills, u32* spill_count,
-                    View::raw* deferred, u32 mode, u32 op, u32 try_count, u32 fresh) {
+// Build region r (two-level regions r * SUBS ..) of RB-bucket regions, by
+// one block: gh_region_build below.
+template <u32 RB>
+__device__ __forceinline__ void tl_build(const View& t, const gh::two_level::Regions<K, V>& g, const u32* offsets,
+                                         const View::raw* words, View::raw* deferred, u32 mode, u32 op, u32 fresh) {
     typedef View::raw raw;
     typedef View::W W;
+    constexpr u32 TL_SUBS = Tl<RB>::SUBS, TL_PEND = Tl<RB>::PEND, TL_WORDS16 = Tl<RB>::WORDS16;
     extern __shared__ __align__(16) unsigned char smem[];
     raw* region = (raw*)smem;
     raw* pend = region + BUILD_BUCKETS * TL_S;
@@ -1282,11 +1289,10 @@ extern "C" __global__ void __launch_bounds__(GH_PART_THREADS, 3)
     __shared__ u64 seeds[TL_SUBS];
     __shared__ u32 gave_up[TL_SUBS];  // a walk of the region gave up
     __shared__ u32 walked[TL_SUBS];   // walks that placed their pair
-    const gh::two_level::Regions<K, V> g(t);
     const u64 r = blockIdx.x, sub0 = r * TL_SUBS;
     const u32 subs = (u32)min((u64)TL_SUBS, g.count - sub0);
-    const u64 first = sub0 * TL_RB;
-    const u32 nb = subs * TL_RB;
+    const u64 first = sub0 * RB;
+    const u32 nb = subs * RB;
     ulonglong2* global16 = (ulonglong2*)(t.slots + first * TL_S);
     ulonglong2* shared16 = (ulonglong2*)region;
     const u32 words16 = nb * (GH_BUCKET_BYTES / 16);
@@ -1311,7 +1317,7 @@ extern "C" __global__ void __launch_bounds__(GH_PART_THREADS, 3)
         const u64 seed = seeds[sub];
         u32 xc[TL_D];
 #pragma unroll
-        for (int j = 0; j < TL_D; ++j) xc[j] = tl_cand(k, seed, sub, j);
+        for (int j = 0; j < TL_D; ++j) xc[j] = tl_cand<RB>(k, seed, sub, j);
         const V value = gh::from_bits<V>(W::value(w));
         // The key anywhere among its candidates (a table built earlier may
         // hold it past a slot an erase freed).
@@ -1386,7 +1392,7 @@ extern "C" __global__ void __launch_bounds__(GH_PART_THREADS, 3)
     for (u32 i = threadIdx.x; i < total; i += blockDim.x) {
         u32 sub, at;
         if (locate(i, &sub, &at) || *(volatile u32*)&gave_up[sub]) continue;
-        if (tl_walk(region, pend[sub * TL_PEND + at], seeds[sub], sub, &gave_up[sub])) atomicAdd(&walked[sub], 1u);
+        if (tl_walk<RB>(region, pend[sub * TL_PEND + at], seeds[sub], sub, &gave_up[sub])) atomicAdd(&walked[sub], 1u);
         else atomicOr(&gave_up[sub], 1u);
     }
     if (total > 0) __syncthreads();
@@ -1398,7 +1404,7 @@ extern "C" __global__ void __launch_bounds__(GH_PART_THREADS, 3)
         const u64 k = W::key(w);
         bool done = false;
         for (int j = 0; j < TL_D && !done; ++j) {
-            raw* bucket = region + tl_cand(k, seeds[sub], sub, j) * TL_S;
+            raw* bucket = region + tl_cand<RB>(k, seeds[sub], sub, j) * TL_S;
             u64 kk[TL_S];
             shared_bucket_keys(bucket, kk);
 #pragma unroll
@@ -1422,7 +1428,7 @@ extern "C" __global__ void __launch_bounds__(GH_PART_THREADS, 3)
         const u64 seed = seeds[warp];
         for (u32 i = 0; i < m; ++i) {
             const raw w = pend[warp * TL_PEND + i];
-            const int res = tl_place_by_warp(t, region, w, warp, seed, lane, mode, op);
+            const int res = tl_place_by_warp<RB>(t, region, w, warp, seed, lane, mode, op);
             if (lane != 0) continue;
             ins += res == gh::INSERTED;
             ex += res == gh::EXISTING;
@@ -1433,6 +1439,19 @@ extern "C" __global__ void __launch_bounds__(GH_PART_THREADS, 3)
     for (u32 j = threadIdx.x; j < words16; j += blockDim.x) __stcg(global16 + j, shared16[j]);
     block_add(&t.meta->counters[0], ins);
     block_add(&t.meta->counters[1], ex);
+}
+
+// One block per build region r: its pairs are words[offsets[r] ..
+// offsets[r + 1]). Pairs placed nowhere go to `deferred` (counters[2]
+// counts them). The spill arguments and try_count are the linear build's
+// (unused here); `fresh` is 1 where the host knows every slot is EMPTY: the
+// table is not read.
+extern "C" __global__ void __launch_bounds__(GH_PART_THREADS, 3)
+    gh_region_build(View t, const u32* offsets, const View::raw* words, View::raw* spills, u32* spill_count,
+                    View::raw* deferred, u32 mode, u32 op, u32 try_count, u32 fresh) {
+    const gh::two_level::Regions<K, V> g(t);
+    if (g.rb == GH_CUCKOO_LARGE_REGION_BUCKETS) tl_build<GH_CUCKOO_LARGE_REGION_BUCKETS>(t, g, offsets, words, deferred, mode, op, fresh);
+    else tl_build<GH_CUCKOO_REGION_BUCKETS>(t, g, offsets, words, deferred, mode, op, fresh);
 }
 #endif  // the build of each scheme
 

@@ -47,3 +47,12 @@ fn region_build_is_a_no_op_on_the_cpu() {
         }
     }
 }
+
+/// Two-level tables from 2^20 buckets take 2048-bucket regions: a large
+/// table at high load, checked against the oracle.
+#[test]
+fn two_level_large_regions() {
+    if let Some(dev) = common::usable(common::Target::new(Device::Cpu, Scheme::TwoLevel)) {
+        common::suite::large_regions_at_high_load(dev);
+    }
+}

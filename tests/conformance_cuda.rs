@@ -15,3 +15,13 @@ conformance_suite!(cuda_two_level, Device::Cuda(0), Scheme::TwoLevel);
 // The team kernels at the smallest and the largest team size.
 conformance_suite!(cuda_hashinator_t4, Device::Cuda(0), Scheme::Hashinator { team: 4 });
 conformance_suite!(cuda_hashinator_t32, Device::Cuda(0), Scheme::Hashinator { team: 32 });
+
+/// Two-level tables from 2^20 buckets take 2048-bucket regions (the region
+/// build then places one region per block): a large table at high load,
+/// checked against the oracle.
+#[test]
+fn cuda_two_level_large_regions() {
+    if let Some(dev) = common::usable(common::Target::new(Device::Cuda(0), Scheme::TwoLevel)) {
+        common::suite::large_regions_at_high_load(dev);
+    }
+}

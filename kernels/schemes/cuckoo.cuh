@@ -443,8 +443,12 @@ template <typename K, typename V> struct Regions {
     u64 count;    // regions
     u64 rb;       // buckets per region
     __device__ Regions(const ViewCore<K, V>& t) : e(t) {
+        // src/core/cuckoo.rs Regions::of: large tables take large regions.
         if (t.buckets <= GH_CUCKOO_REGION_BUCKETS) { count = 1; rb = t.buckets; }
-        else { count = t.buckets / GH_CUCKOO_REGION_BUCKETS; rb = GH_CUCKOO_REGION_BUCKETS; }
+        else {
+            rb = t.buckets >= GH_CUCKOO_LARGE_REGIONS_FROM ? GH_CUCKOO_LARGE_REGION_BUCKETS : GH_CUCKOO_REGION_BUCKETS;
+            count = t.buckets / rb;
+        }
     }
     __device__ __forceinline__ u64 region(u64 key) const { return __umul64hi(mix64(key, e.t.seed), count); }
     __device__ __forceinline__ Space space(u64 r, u64 n) const {
@@ -476,7 +480,8 @@ template <typename K, typename V> struct Regions {
         u64 live = 0;
         for (u64 i = 0; i < m; ++i) live += cuckoo::full<W>(W::load(reg + i));
         *ok = false;
-        if ((live + 1) * 32 > m * 31) return n;  // src/core/cuckoo.rs rebuild_may_fit
+        // src/core/cuckoo.rs rebuild_may_fit: 24/25 full in regions past 2048 slots, else 31/32.
+        if (m > 2048 ? (live + 1) * 25 > m * 24 : (live + 1) * 32 > m * 31) return n;
         // Claim an area (holders hold one region lock and wait on nothing).
         u64* pool = e.t.aux + count;
         const u64 areas = count < GH_CUCKOO_REBUILD_AREAS ? count : GH_CUCKOO_REBUILD_AREAS;

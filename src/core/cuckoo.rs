@@ -69,25 +69,52 @@ pub const MAX_EVICTIONS: u64 = 64;
 /// bytes, only while the stash is not empty).
 pub const STASH_PAIRS: u64 = 32;
 
-/// Buckets per region of the two-level scheme (16 KiB of slots: 2048
-/// eight-byte or 1024 sixteen-byte slots). Large enough that region loads
-/// stay close to the table's: the fullest of a few dozen regions of a
-/// table at load 0.875 sits near 0.93, where in-region cuckoo still
-/// succeeds; regions of 32 buckets overflow well below that (at load 0.8 a
-/// 64-slot region gets 51 keys on average, with a standard deviation of 7).
-/// Small enough that a rebuild (one region's pairs placed again per seed
-/// tried) stays a short serial job.
+/// Buckets per region of the two-level scheme in tables of fewer than
+/// [`LARGE_REGIONS_FROM`] buckets (16 KiB of slots: 2048 eight-byte or 1024
+/// sixteen-byte slots). Large enough that region loads stay close to the
+/// table's: the fullest of a few dozen regions of a table at load 0.875
+/// sits near 0.93, where in-region cuckoo still succeeds; regions of 32
+/// buckets overflow well below that (at load 0.8 a 64-slot region gets 51
+/// keys on average, with a standard deviation of 7). Small enough that a
+/// small table has many region locks for its inserts (a thread per key)
+/// and a rebuild (one region's pairs placed again per seed tried) stays a
+/// short serial job.
 pub const REGION_BUCKETS: u64 = 512;
+
+/// Buckets per region of the two-level scheme in tables of at least
+/// [`LARGE_REGIONS_FROM`] buckets (64 KiB of slots: one CUDA region-build
+/// block). An 8192-slot region's load varies half as much as a 2048-slot
+/// one's, so far fewer regions overflow: at 2^27 slots and load 0.9, none
+/// of the keys of one batch was refused, against 60 (u32) and 2,600 (u64)
+/// with 512-bucket regions; at 0.95, 1,400-7,000 against 100,000-220,000
+/// (NVIDIA H200).
+pub const LARGE_REGION_BUCKETS: u64 = 2048;
+
+/// Buckets from which a two-level table takes [`LARGE_REGION_BUCKETS`]
+/// regions (32 MiB of slots; at least 512 regions). Smaller tables keep
+/// [`REGION_BUCKETS`]: with a quarter as many region locks and rebuilds
+/// four times as long, inserts into small, nearly full tables serialised
+/// (a 4096-slot table filled to refusal ran for minutes on an H200).
+pub const LARGE_REGIONS_FROM: u64 = 1 << 20;
+
+/// Buckets per region of a two-level table of `buckets` buckets (of more
+/// than one region).
+pub const fn region_buckets(buckets: u64) -> u64 {
+    if buckets >= LARGE_REGIONS_FROM { LARGE_REGION_BUCKETS } else { REGION_BUCKETS }
+}
 
 /// Seeds a region rebuild tries before the insert that caused it fails.
 pub const REBUILD_SEEDS: u64 = 8;
 
 /// Whether rebuilding a region of `slots` slots to hold `live` pairs may
-/// succeed: up to 31/32 full. Fuller regions fail the insert at once (no
+/// succeed: up to 31/32 full, or 24/25 for regions of more than 2048 slots
+/// ([`LARGE_REGION_BUCKETS`]). Fuller regions fail the insert at once: no
 /// seed would place them with short walks, and trying all seeds costs
-/// thousands of moves for each key refused by a full region).
+/// thousands of moves for each key refused by a full region (with 31/32 an
+/// over-full batch into 64 KiB regions rebuilt each region once per key
+/// past the region build's reach, and a 2^22-slot test ran for minutes).
 pub const fn rebuild_may_fit(live: u64, slots: u64) -> bool {
-    live * 32 <= slots * 31
+    if slots > 2048 { live * 25 <= slots * 24 } else { live * 32 <= slots * 31 }
 }
 
 /// Bit of a region word that locks the region.
@@ -160,13 +187,14 @@ pub struct Regions {
 }
 
 impl Regions {
-    /// Regions of a table: whole regions of [`REGION_BUCKETS`], or one region
-    /// of every bucket when the table is smaller than that.
+    /// Regions of a table: whole regions of [`region_buckets`], or one region
+    /// of every bucket when the table is no larger than [`REGION_BUCKETS`].
     pub const fn of(buckets: u64) -> Regions {
         if buckets <= REGION_BUCKETS {
             Regions { count: 1, buckets }
         } else {
-            Regions { count: buckets / REGION_BUCKETS, buckets: REGION_BUCKETS }
+            let rb = region_buckets(buckets);
+            Regions { count: buckets / rb, buckets: rb }
         }
     }
     /// The region of a key.
@@ -202,9 +230,16 @@ impl Regions {
 }
 
 /// Buckets of a two-level table asked for `buckets`: whole regions, unless
-/// the table fits in one region.
+/// the table fits in one region. (A table rounded up past
+/// [`LARGE_REGIONS_FROM`] is rounded to large regions; that threshold is a
+/// multiple of both region sizes.)
 pub const fn round_to_regions(buckets: u64) -> u64 {
-    if buckets <= REGION_BUCKETS { buckets } else { buckets.div_ceil(REGION_BUCKETS) * REGION_BUCKETS }
+    if buckets <= REGION_BUCKETS {
+        return buckets;
+    }
+    let small = buckets.div_ceil(REGION_BUCKETS) * REGION_BUCKETS;
+    let rb = region_buckets(small);
+    small.div_ceil(rb) * rb
 }
 
 /// The `#define`s of this module in `kernels/gpuhash_constants.cuh`.
@@ -226,6 +261,8 @@ pub(crate) fn cuda_defines() -> String {
         ("MAX_EVICTIONS", MAX_EVICTIONS),
         ("STASH_PAIRS", STASH_PAIRS),
         ("REGION_BUCKETS", REGION_BUCKETS),
+        ("LARGE_REGION_BUCKETS", LARGE_REGION_BUCKETS),
+        ("LARGE_REGIONS_FROM", LARGE_REGIONS_FROM),
         ("REBUILD_SEEDS", REBUILD_SEEDS),
         ("REBUILD_AREAS", REBUILD_AREAS),
     ] {
@@ -280,5 +317,27 @@ mod tests {
         assert!(hit.iter().all(|&h| h > 800 && h < 1200));
         assert_ne!(Regions::region_seed(1, 2, 0), Regions::region_seed(1, 2, 1));
         assert_ne!(Regions::region_seed(1, 2, 0), Regions::region_seed(1, 3, 0));
+    }
+
+    #[test]
+    fn large_tables_take_large_regions() {
+        assert_eq!(LARGE_REGIONS_FROM % LARGE_REGION_BUCKETS, 0);
+        let below = LARGE_REGIONS_FROM - REGION_BUCKETS;
+        assert_eq!(Regions::of(below), Regions { count: below / REGION_BUCKETS, buckets: REGION_BUCKETS });
+        assert_eq!(round_to_regions(below - 1), below);
+        // Just past the threshold: rounded to whole large regions.
+        assert_eq!(round_to_regions(LARGE_REGIONS_FROM + 1), LARGE_REGIONS_FROM + LARGE_REGION_BUCKETS);
+        let r = Regions::of(LARGE_REGIONS_FROM * 4);
+        assert_eq!(r, Regions { count: LARGE_REGIONS_FROM * 4 / LARGE_REGION_BUCKETS, buckets: LARGE_REGION_BUCKETS });
+        assert_eq!(r.words(), r.first_area() + REBUILD_AREAS * LARGE_REGION_BUCKETS * 4);
+        for b in [1, 511, 512, 513, 5000, below - 1, below + 1, LARGE_REGIONS_FROM + 7, (1 << 25) + 3] {
+            let rounded = round_to_regions(b);
+            let r = Regions::of(rounded);
+            assert!(rounded >= b);
+            assert_eq!(r.count * r.buckets, rounded, "{b} buckets: regions tile the table");
+        }
+        // Large regions rebuild only up to 24/25 full; small ones to 31/32.
+        assert!(rebuild_may_fit(1984, 2048) && !rebuild_may_fit(1985, 2048));
+        assert!(rebuild_may_fit(7864, 8192) && !rebuild_may_fit(7865, 8192));
     }
 }

@@ -1240,3 +1240,54 @@ fn fill_body<K: Key, V: TestValue>(dev: Target) {
     };
     assert!(load >= least, "{cx}: the first key was refused at load {load:.4}, below {least}");
 }
+
+// ------------------------------------------------------------------ large regions
+
+/// A two-level table of 2^20 buckets (32 MiB of slots), the smallest that
+/// takes 2048-bucket regions (`gpuhash::core::cuckoo::LARGE_REGIONS_FROM`):
+/// one batch to load 0.9 with repeated keys (on CUDA, the region build of
+/// whole 64 KiB regions) refuses nothing, since a region's load varies by
+/// about 1% there; small batches (a thread per key, under region locks and
+/// rebuilds of the larger regions) then fill it to 0.95, refusals reported
+/// exactly; erases and lookups follow, checked against the oracle.
+pub fn large_regions_at_high_load(dev: Target) {
+    large_regions_body::<u32, u32>(dev);
+    large_regions_body::<u64, u64>(dev);
+}
+
+fn large_regions_body<K: Key, V: TestValue>(dev: Target) {
+    let mut cx = Ctx::new::<K, V>("large_regions_at_high_load", dev);
+    let probe = unwrap(builder(dev).capacity(16).build::<K, V>(), "build", &cx);
+    let per_bucket = 32 / probe.slot_bytes() as u64;
+    drop(probe);
+    let cap = (1u64 << 20) * per_bucket;
+    let mut t = unwrap(builder(dev).capacity(cap).max_load_factor(1.0).growth(false).build::<K, V>(), "build", &cx);
+    let slots = t.capacity();
+    assert_eq!(slots, cap, "{cx}: a table of whole large regions keeps its size");
+    let mut o = Oracle::new();
+
+    cx.phase = format!("one batch to load 0.9 of {slots} slots");
+    let distinct = distinct_keys::<K>(&mut cx.rng, (slots as f64 * 0.9) as usize);
+    let keys = with_duplicates(&mut cx.rng, &distinct, distinct.len() / 8);
+    let vals = num_values::<V>(&mut cx.rng, keys.len());
+    let failed = insert(&mut t, &mut o, Op::Apply(Reduce::Sum), &keys, &vals, &cx);
+    assert!(failed.is_empty(), "{cx}: {} positions refused at load 0.9", failed.len());
+
+    let step = (slots / 200) as usize;
+    let mut refused = 0;
+    while t.len() + step as u64 <= slots * 95 / 100 {
+        cx.phase = format!("small batches: {} keys in {slots} slots", t.len());
+        let keys = fresh_keys(&mut cx.rng, step, &o, &[]);
+        let vals = any_values::<V>(&mut cx.rng, keys.len());
+        refused += insert(&mut t, &mut o, Op::Assign, &keys, &vals, &cx).len();
+    }
+    println!("large_regions_at_high_load {dev} {}->{}: {} of {slots} slots held, {refused} keys refused past 0.9", short_type::<K>(), short_type::<V>(), t.len());
+
+    cx.phase = "erase a tenth, then look up".into();
+    let gone = sample(&mut cx.rng, &distinct, distinct.len() / 10);
+    erase(&mut t, &mut o, &gone, &cx);
+    let mut probe_keys = sample(&mut cx.rng, &distinct, 1 << 16);
+    probe_keys.extend(fresh_keys(&mut cx.rng, 1 << 16, &o, &[]));
+    check_find(&t, &o, &probe_keys, &cx);
+    check_table(&t, &o, &cx);
+}
