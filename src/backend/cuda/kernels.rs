@@ -149,7 +149,13 @@ pub fn ptx_for(key_bits: u32, value: ValueKind, scheme: Scheme, arch: &'static s
         .to_src();
     if let Some(p) = &path {
         // The cache is an optimisation: a read-only home must not fail the call.
-        let tmp = p.with_extension(format!("tmp{}", std::process::id()));
+        // The file appears whole (written aside, then renamed); the aside name
+        // is unique to this write, since two threads of one process may
+        // compile the same module at once, and a reader must never find a
+        // file another writer is still filling.
+        static WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let tmp = p.with_extension(format!("tmp{}-{n}", std::process::id()));
         if std::fs::create_dir_all(p.parent().unwrap()).is_ok() && std::fs::write(&tmp, &ptx).is_ok() {
             let _ = std::fs::rename(&tmp, p);
         }
