@@ -480,8 +480,8 @@ template <typename K, typename V> struct Regions {
         u64 live = 0;
         for (u64 i = 0; i < m; ++i) live += cuckoo::full<W>(W::load(reg + i));
         *ok = false;
-        // src/core/cuckoo.rs rebuild_may_fit: 24/25 full in regions past 2048 slots, else 31/32.
-        if (m > 2048 ? (live + 1) * 25 > m * 24 : (live + 1) * 32 > m * 31) return n;
+        // src/core/cuckoo.rs rebuild_may_fit: 24/25 full in large regions, else 31/32.
+        if (rb >= GH_CUCKOO_LARGE_REGION_BUCKETS ? (live + 1) * 25 > m * 24 : (live + 1) * 32 > m * 31) return n;
         // Claim an area (holders hold one region lock and wait on nothing).
         u64* pool = e.t.aux + count;
         const u64 areas = count < GH_CUCKOO_REBUILD_AREAS ? count : GH_CUCKOO_REBUILD_AREAS;

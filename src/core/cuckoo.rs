@@ -106,15 +106,15 @@ pub const fn region_buckets(buckets: u64) -> u64 {
 /// Seeds a region rebuild tries before the insert that caused it fails.
 pub const REBUILD_SEEDS: u64 = 8;
 
-/// Whether rebuilding a region of `slots` slots to hold `live` pairs may
-/// succeed: up to 31/32 full, or 24/25 for regions of more than 2048 slots
-/// ([`LARGE_REGION_BUCKETS`]). Fuller regions fail the insert at once: no
-/// seed would place them with short walks, and trying all seeds costs
+/// Whether rebuilding a region of `buckets` buckets and `slots` slots to
+/// hold `live` pairs may succeed: up to 31/32 full, or 24/25 for
+/// [`LARGE_REGION_BUCKETS`] regions. Fuller regions fail the insert at once:
+/// no seed would place them with short walks, and trying all seeds costs
 /// thousands of moves for each key refused by a full region (with 31/32 an
 /// over-full batch into 64 KiB regions rebuilt each region once per key
 /// past the region build's reach, and a 2^22-slot test ran for minutes).
-pub const fn rebuild_may_fit(live: u64, slots: u64) -> bool {
-    if slots > 2048 { live * 25 <= slots * 24 } else { live * 32 <= slots * 31 }
+pub const fn rebuild_may_fit(live: u64, buckets: u64, slots: u64) -> bool {
+    if buckets >= LARGE_REGION_BUCKETS { live * 25 <= slots * 24 } else { live * 32 <= slots * 31 }
 }
 
 /// Bit of a region word that locks the region.
@@ -337,7 +337,10 @@ mod tests {
             assert_eq!(r.count * r.buckets, rounded, "{b} buckets: regions tile the table");
         }
         // Large regions rebuild only up to 24/25 full; small ones to 31/32.
-        assert!(rebuild_may_fit(1984, 2048) && !rebuild_may_fit(1985, 2048));
-        assert!(rebuild_may_fit(7864, 8192) && !rebuild_may_fit(7865, 8192));
+        assert!(rebuild_may_fit(1984, REGION_BUCKETS, 2048) && !rebuild_may_fit(1985, REGION_BUCKETS, 2048));
+        assert!(rebuild_may_fit(7864, LARGE_REGION_BUCKETS, 8192) && !rebuild_may_fit(7865, LARGE_REGION_BUCKETS, 8192));
+        // The same for sixteen-byte slots: the region's size in buckets decides.
+        assert!(rebuild_may_fit(3932, LARGE_REGION_BUCKETS, 4096) && !rebuild_may_fit(3933, LARGE_REGION_BUCKETS, 4096));
+        assert!(rebuild_may_fit(992, REGION_BUCKETS, 1024) && !rebuild_may_fit(993, REGION_BUCKETS, 1024));
     }
 }

@@ -484,7 +484,7 @@ impl<'a, Wd: Word> TwoLevel<'a, Wd> {
         let cells = &self.e.s.cells[first..first + (g.buckets as usize) * self.e.s.spb];
         let saved: Vec<Wd> = cells.iter().map(Wd::load).collect();
         let live = saved.iter().filter(|&&w| matches!(slot_state(w), SlotState::Full(_))).count() as u64;
-        if !rebuild_may_fit(live + 1, saved.len() as u64) {
+        if !rebuild_may_fit(live + 1, g.buckets, saved.len() as u64) {
             return None;
         }
         for t in 1..=REBUILD_SEEDS {
