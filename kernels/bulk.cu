@@ -736,17 +736,26 @@ constexpr int NO_RUN = -(1 << 30);
 constexpr u32 BUILD_BATCH = View::WORD_BYTES == 8 ? 4 : 2;
 
 // Calls f(word) for every word of words[begin, end) this thread takes, the
-// loads of each batch issued together.
-template <typename F>
+// loads of each batch issued together. IN_STEP: the lanes of a warp start
+// each word together, for an f whose lanes part ways (CAS retries, early
+// exits): left alone, lanes that finish a word early run ahead into the
+// next and the warp runs each word's code several times, a few lanes each
+// (the two-level build ran its step 1 at 8.6 active lanes of 32 and
+// inserted 1.5x slower, NVIDIA H200; the linear build, whose lanes part
+// little, measured the same either way). The loop's trip count is the same
+// for the whole block, so every lane reaches each __syncwarp.
+template <bool IN_STEP = false, typename F>
 __device__ __forceinline__ void for_bin(const View::raw* words, u32 begin, u32 end, F f) {
-    for (u32 j0 = begin + threadIdx.x; j0 < end; j0 += BUILD_BATCH * blockDim.x) {
+    for (u32 j0 = begin + threadIdx.x; IN_STEP ? j0 - threadIdx.x < end : j0 < end; j0 += BUILD_BATCH * blockDim.x) {
         View::raw w[BUILD_BATCH];
 #pragma unroll
         for (u32 u = 0; u < BUILD_BATCH; ++u)
             if (j0 + u * blockDim.x < end) w[u] = words[j0 + u * blockDim.x];
 #pragma unroll
-        for (u32 u = 0; u < BUILD_BATCH; ++u)
+        for (u32 u = 0; u < BUILD_BATCH; ++u) {
             if (j0 + u * blockDim.x < end) f(w[u]);
+            if (IN_STEP) __syncwarp();
+        }
     }
 }
 
@@ -1088,15 +1097,26 @@ __device__ int insert_by_warp(const View& t, u64 k, V value, u32 mode, u32 op, u
 // with a new seed under its lock, and refuses exactly what it cannot place.
 constexpr int TL_D = gh::cuckoo::Choices<K, V>::D;
 constexpr int TL_S = View::SLOTS;
+// Waiting pairs a build block holds in shared memory (8 KiB).
+constexpr u32 TL_WAITING = 8192 / View::WORD_BYTES;
 // The shape of a build block of two-level regions of RB buckets.
 template <u32 RB> struct Tl {
     static constexpr u32 SUBS = BUILD_BUCKETS / RB;  // regions of the block
     static_assert(SUBS * RB == BUILD_BUCKETS, "two-level regions tile a build region");
-    // Waiting keys per region held in shared memory (8 KiB in all).
-    static constexpr u32 PEND = 8192 / View::WORD_BYTES / SUBS;
+    // Waiting keys per region held in shared memory.
+    static constexpr u32 PEND = TL_WAITING / SUBS;
+    static_assert(SUBS * PEND == TL_WAITING, "the regions share the block's list");
     // 16-byte words of one region (its share of the block's copy).
     static constexpr u32 WORDS16 = RB * GH_BUCKET_BYTES / 16;
 };
+// Bits of the filter that spots keys that may wait more than once (below,
+// tl_build's `locate`).
+constexpr u32 TL_FILTER_BITS = 4096;
+// The filter's bit of a key (Fibonacci hashing of its low and high halves).
+__device__ __forceinline__ u32 tl_filter_bit(u64 k) {
+    return ((u32)k ^ (u32)(k >> 32)) * 0x9e3779b9u >> (32 - 12);
+}
+static_assert(TL_FILTER_BITS == 1u << 12, "tl_filter_bit returns 12 bits");
 // Moves of the longest eviction path searched, and paths per length: the
 // first move picks one of the key's D * S residents and one of its D - 1
 // other candidates, each later one a resident (S) and a candidate (D - 1).
@@ -1289,6 +1309,9 @@ __device__ __forceinline__ void tl_build(const View& t, const gh::two_level::Reg
     __shared__ u64 seeds[TL_SUBS];
     __shared__ u32 gave_up[TL_SUBS];  // a walk of the region gave up
     __shared__ u32 walked[TL_SUBS];   // walks that placed their pair
+    __shared__ u32 filter[TL_FILTER_BITS / 32];  // bits of the keys that wait
+    __shared__ u32 again[TL_WAITING / 32];       // waiting pairs whose bit was set before
+    __shared__ u32 next_walk;                    // the next waiting pair to take
     const u64 r = blockIdx.x, sub0 = r * TL_SUBS;
     const u32 subs = (u32)min((u64)TL_SUBS, g.count - sub0);
     const u64 first = sub0 * RB;
@@ -1305,13 +1328,18 @@ __device__ __forceinline__ void tl_build(const View& t, const gh::two_level::Reg
         npend[threadIdx.x] = 0;
         seeds[threadIdx.x] = g.current(sub0 + threadIdx.x).seed;
     }
+    for (u32 j = threadIdx.x; j < TL_FILTER_BITS / 32 + TL_WAITING / 32; j += blockDim.x) {
+        if (j < TL_FILTER_BITS / 32) filter[j] = 0;
+        else again[j - TL_FILTER_BITS / 32] = 0;
+    }
+    if (threadIdx.x == 0) next_walk = 0;
     copy_async_wait();
     __syncthreads();
 
     // 1. Present keys updated, free candidate slots claimed in order.
     u64 ins = 0, ex = 0;
     const u32 begin = offsets[r], end = offsets[r + 1];
-    for_bin(words, begin, end, [&](const raw& w) {
+    for_bin<true>(words, begin, end, [&](const raw& w) {
         const u64 k = W::key(w);
         const u32 sub = (u32)(g.region(k) - sub0);
         const u64 seed = seeds[sub];
@@ -1359,8 +1387,13 @@ __device__ __forceinline__ void tl_build(const View& t, const gh::two_level::Reg
             }
         }
         const u32 at = atomicAdd(&npend[sub], 1u);
-        if (at < TL_PEND) pend[sub * TL_PEND + at] = w;
-        else deferred[atomicAdd(&t.meta->counters[2], 1ull)] = w;
+        if (at < TL_PEND) {
+            const u32 p = sub * TL_PEND + at, b = tl_filter_bit(k);
+            pend[p] = w;
+            if (atomicOr(&filter[b / 32], 1u << (b % 32)) & (1u << (b % 32))) atomicOr(&again[p / 32], 1u << (p % 32));
+        } else {
+            deferred[atomicAdd(&t.meta->counters[2], 1ull)] = w;
+        }
     });
     __syncthreads();
 
@@ -1378,24 +1411,40 @@ __device__ __forceinline__ void tl_build(const View& t, const gh::two_level::Reg
         __syncthreads();
     }
     // The region and place in its list of waiting pair i of the block, and
-    // whether an earlier pair of the list has its key.
+    // whether it is a later copy of a key that waits more than once. A key's
+    // copies all wait in its region's list; its first copy is the one that
+    // found its filter bit clear, else (the bit was another key's) the
+    // earliest in the list. Only pairs that found their bit set (a few
+    // percent at load 0.9) read the list.
     auto locate = [&](u32 i, u32* sub, u32* at) {
         u32 s = 0;
         while (i >= min(npend[s], TL_PEND)) i -= min(npend[s++], TL_PEND);
         *sub = s;
         *at = i;
-        const u64 k = W::key(pend[s * TL_PEND + i]);
-        for (u32 j = 0; j < i; ++j)
-            if (W::key(pend[s * TL_PEND + j]) == k) return true;
+        const u32 p = s * TL_PEND + i;
+        if (!(again[p / 32] & (1u << (p % 32)))) return false;
+        const u64 k = W::key(pend[p]);
+        const u32 m = min(npend[s], TL_PEND);
+        for (u32 j = 0; j < m; ++j) {
+            const u32 q = s * TL_PEND + j;
+            if (j != i && W::key(pend[q]) == k && (j < i || !(again[q / 32] & (1u << (q % 32))))) return true;
+        }
         return false;
     };
-    for (u32 i = threadIdx.x; i < total; i += blockDim.x) {
-        u32 sub, at;
-        if (locate(i, &sub, &at) || *(volatile u32*)&gave_up[sub]) continue;
-        if (tl_walk<RB>(region, pend[sub * TL_PEND + at], seeds[sub], sub, &gave_up[sub])) atomicAdd(&walked[sub], 1u);
-        else atomicOr(&gave_up[sub], 1u);
+    // Pairs are taken in turn (a thread whose walk ended early takes the
+    // next), so a block waits for its longest walk, not for a thread's
+    // several.
+    if (total > 0) {
+        for (u32 i = atomicAdd(&next_walk, 1u); i < total; i = atomicAdd(&next_walk, 1u)) {
+            u32 sub, at;
+            if (locate(i, &sub, &at) || *(volatile u32*)&gave_up[sub]) continue;
+            if (tl_walk<RB>(region, pend[sub * TL_PEND + at], seeds[sub], sub, &gave_up[sub]))
+                atomicAdd(&walked[sub], 1u);
+            else
+                atomicOr(&gave_up[sub], 1u);
+        }
+        __syncthreads();
     }
-    if (total > 0) __syncthreads();
     // Later copies update the slot their first copy reached.
     for (u32 i = threadIdx.x; i < total; i += blockDim.x) {
         u32 sub, at;
