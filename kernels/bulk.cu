@@ -742,19 +742,23 @@ constexpr u32 BUILD_BATCH = View::WORD_BYTES == 8 ? 4 : 2;
 // next and the warp runs each word's code several times, a few lanes each
 // (the two-level build ran its step 1 at 8.6 active lanes of 32 and
 // inserted 1.5x slower, NVIDIA H200; the linear build, whose lanes part
-// little, measured the same either way). The loop's trip count is the same
-// for the whole block, so every lane reaches each __syncwarp.
+// little, measured the same either way). Each __syncwarp names the lanes
+// of the warp still in the loop (a uniform trip count instead made the
+// build spill registers with f64 values).
 template <bool IN_STEP = false, typename F>
 __device__ __forceinline__ void for_bin(const View::raw* words, u32 begin, u32 end, F f) {
-    for (u32 j0 = begin + threadIdx.x; IN_STEP ? j0 - threadIdx.x < end : j0 < end; j0 += BUILD_BATCH * blockDim.x) {
+    for (u32 j0 = begin + threadIdx.x; j0 < end; j0 += BUILD_BATCH * blockDim.x) {
         View::raw w[BUILD_BATCH];
 #pragma unroll
         for (u32 u = 0; u < BUILD_BATCH; ++u)
             if (j0 + u * blockDim.x < end) w[u] = words[j0 + u * blockDim.x];
+        // The lanes of this warp in this round: a prefix of it.
+        const u32 left = end - (j0 - (threadIdx.x & 31));
+        const u32 lanes = left >= 32 ? ~0u : (1u << left) - 1;
 #pragma unroll
         for (u32 u = 0; u < BUILD_BATCH; ++u) {
             if (j0 + u * blockDim.x < end) f(w[u]);
-            if (IN_STEP) __syncwarp();
+            if (IN_STEP) __syncwarp(lanes);
         }
     }
 }
