@@ -1090,8 +1090,10 @@ __device__ int insert_by_warp(const View& t, u64 k, V value, u32 mode, u32 op, u
 //      copies wait) on a random walk of exchanges in its candidates (below,
 //      tl_walk); then the later copies update the slot their key reached.
 //      Step 1's regions are first written to the table, so a region where
-//      a walk gives up (a pair left in hand) restarts from there: one warp
-//      per such region places its list one key at a time, a copy placed
+//      a walk gives up (a pair left in hand) restarts from there; a fresh
+//      table, all this batch's keys, goes on from the walks' state with the
+//      pairs left in hand instead. One warp per such region places its
+//      list one key at a time, a copy placed
 //      meanwhile being updated, else by a breadth-first search over
 //      eviction paths (every lane checks one path of the current length,
 //      up to TL_LEVELS moves) that moves the residents of the shortest
@@ -1228,9 +1230,9 @@ template <typename R> __device__ __forceinline__ R tl_exchange(R* slot, const R&
 // so on (true once a pair lands in a free slot). Every pair is in a slot
 // or in one thread's hand throughout, so walks of one region run at once
 // without locks. False: the walk gave up, or *stop was set by another walk
-// of the region, with a pair still in hand (the caller restarts the region).
+// of the region, with a pair still in hand, left in w.
 template <u32 RB>
-__device__ bool tl_walk(View::raw* region, View::raw w, u64 seed, u32 sub, const volatile u32* stop) {
+__device__ bool tl_walk(View::raw* region, View::raw& w, u64 seed, u32 sub, const volatile u32* stop) {
     typedef View::W W;
     u64 k = W::key(w);
     u32 rnd = (u32)gh::mix64(k, seed ^ GH_CUCKOO_WALK_SALT) | 1u;
@@ -1316,6 +1318,7 @@ __device__ __forceinline__ void tl_build(const View& t, const gh::two_level::Reg
     __shared__ u32 filter[TL_FILTER_BITS / 32];  // bits of the keys that wait
     __shared__ u32 again[TL_WAITING / 32];       // waiting pairs whose bit was set before
     __shared__ u32 later[TL_WAITING / 32];       // waiting pairs that are later copies of a key
+    __shared__ u32 placed[TL_WAITING / 32];      // waiting pairs a walk placed (fresh tables)
     __shared__ u32 next_walk;                    // the next waiting pair to take
     const u64 r = blockIdx.x, sub0 = r * TL_SUBS;
     const u32 subs = (u32)min((u64)TL_SUBS, g.count - sub0);
@@ -1334,7 +1337,7 @@ __device__ __forceinline__ void tl_build(const View& t, const gh::two_level::Reg
         seeds[threadIdx.x] = g.current(sub0 + threadIdx.x).seed;
     }
     for (u32 j = threadIdx.x; j < TL_FILTER_BITS / 32; j += blockDim.x) filter[j] = 0;
-    for (u32 j = threadIdx.x; j < TL_WAITING / 32; j += blockDim.x) again[j] = later[j] = 0;
+    for (u32 j = threadIdx.x; j < TL_WAITING / 32; j += blockDim.x) again[j] = later[j] = placed[j] = 0;
     if (threadIdx.x == 0) next_walk = 0;
     copy_async_wait();
     __syncthreads();
@@ -1400,13 +1403,19 @@ __device__ __forceinline__ void tl_build(const View& t, const gh::two_level::Reg
     });
     __syncthreads();
 
-    // 2. Random walks for every region's waiting pairs; a region where one
-    // gives up restarts from step 1's state (written to the table first).
+    // 2. Random walks for every region's waiting pairs. A region where one
+    // gives up restarts from step 1's state, written to the table first,
+    // so that a walk never leaves a key stored before this call in hand. A
+    // fresh table holds only this batch's keys: its regions go on from
+    // where the walks stopped, with the pairs left in hand, and skip that
+    // copy of the table (a whole table's write at every load from 0.5, as
+    // nearly every region has a few waiting pairs).
     u32 total = 0;  // waiting pairs of the block (the same for every thread)
     for (u32 sub = 0; sub < subs; ++sub) total += min(npend[sub], TL_PEND);
     if (total > 0) {
-        for (u32 j = threadIdx.x; j < words16; j += blockDim.x)
-            if (npend[j / TL_WORDS16] > 0) __stcg(global16 + j, shared16[j]);
+        if (!fresh)
+            for (u32 j = threadIdx.x; j < words16; j += blockDim.x)
+                if (npend[j / TL_WORDS16] > 0) __stcg(global16 + j, shared16[j]);
         if (threadIdx.x < subs) {
             gave_up[threadIdx.x] = 0;
             walked[threadIdx.x] = 0;
@@ -1462,10 +1471,15 @@ __device__ __forceinline__ void tl_build(const View& t, const gh::two_level::Reg
         for (u32 i = atomicAdd(&next_walk, 1u); i < total; i = atomicAdd(&next_walk, 1u)) {
             u32 sub, at;
             if (locate(i, &sub, &at) || *(volatile u32*)&gave_up[sub]) continue;
-            if (tl_walk<RB>(region, pend[sub * TL_PEND + at], seeds[sub], sub, &gave_up[sub]))
+            const u32 p = sub * TL_PEND + at;
+            raw w = pend[p];
+            if (tl_walk<RB>(region, w, seeds[sub], sub, &gave_up[sub])) {
                 atomicAdd(&walked[sub], 1u);
-            else
+                if (fresh) atomicOr(&placed[p / 32], 1u << (p % 32));
+            } else {
                 atomicOr(&gave_up[sub], 1u);
+                if (fresh) pend[p] = w;  // the pair in hand, for the region's warp below
+            }
         }
         __syncthreads();
     }
@@ -1491,16 +1505,21 @@ __device__ __forceinline__ void tl_build(const View& t, const gh::two_level::Reg
         if (!done) deferred[atomicAdd(&t.meta->counters[2], 1ull)] = w;  // never expected; the plain kernel decides
     }
     const u32 warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    if (warp < subs && npend[warp] > 0 && !gave_up[warp] && lane == 0) ins += walked[warp];
-    // A region whose walks gave up: back to step 1's state, then one warp.
+    if (warp < subs && npend[warp] > 0 && (fresh || !gave_up[warp]) && lane == 0) ins += walked[warp];
+    // A region whose walks gave up: one warp places what is left, from step
+    // 1's state (every waiting pair), or in a fresh table from the walks'
+    // (the pairs no walk placed, those left in hand among them).
     if (warp < subs && npend[warp] > 0 && gave_up[warp]) {
-        for (u32 j = lane; j < TL_WORDS16; j += 32)
-            shared16[warp * TL_WORDS16 + j] = __ldcg(global16 + warp * TL_WORDS16 + j);
+        if (!fresh)
+            for (u32 j = lane; j < TL_WORDS16; j += 32)
+                shared16[warp * TL_WORDS16 + j] = __ldcg(global16 + warp * TL_WORDS16 + j);
         __syncwarp();
         const u32 m = min(npend[warp], TL_PEND);
         const u64 seed = seeds[warp];
         for (u32 i = 0; i < m; ++i) {
-            const raw w = pend[warp * TL_PEND + i];
+            const u32 p = warp * TL_PEND + i;
+            if ((placed[p / 32] >> (p % 32)) & 1u) continue;
+            const raw w = pend[p];
             const int res = tl_place_by_warp<RB>(t, region, w, warp, seed, lane, mode, op);
             if (lane != 0) continue;
             ins += res == gh::INSERTED;

@@ -488,6 +488,18 @@ impl<K: Key, V: Value> CudaTable<K, V> {
         if ndeferred > 0 {
             out = self.insert_deferred(rk, keys, mode, &mut taken.scratch, ndeferred, out)?;
         }
+        if fresh == 1 && rk.linear.is_none() {
+            // A fresh two-level build goes on from where its walks stopped,
+            // so a pair left in a walk's hand may carry copies step 1 merged
+            // (and counted as existing). If the table then refuses that key,
+            // every position of it is reported, so the kernels' count of
+            // existing keys would hold those copies twice: here it is what
+            // the stored positions leave beyond the new keys (each position
+            // is stored or reported, and the new keys are counted exactly).
+            let settled = n - out.failed.len() as u64;
+            debug_assert!(out.inserted <= settled, "more keys inserted than positions stored");
+            out.existing = settled.saturating_sub(out.inserted);
+        }
         Ok(out)
     }
 
