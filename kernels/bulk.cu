@@ -436,31 +436,96 @@ __device__ __forceinline__ void part_range(u64 seg_lo, u64 seg_hi, u32 x, u32 pa
     *hi = min(seg_hi, *lo + per);
 }
 
+// Copies of a key within one partition tile are combined before the build
+// for insert-or-apply (every reduction is commutative): a skewed batch's hot
+// keys would otherwise reach their region's block millions of times (zipf
+// keys ran 7x slower than uniform ones, one block building the hot region
+// while the others idled). A tile's table of COMBINE_SLOTS entries, half
+// full at most, maps each key to the first of its copies to claim it. Only
+// keys of heavy regions (an eighth of the skew mark or more) go through it:
+// a shared-memory CAS for every key of a batch doubled its partition's time.
+constexpr u32 COMBINE_SLOTS = 2 * PART_TILE;
+constexpr u32 COMBINE_FREE = 0xffffffffu;
+
+// Claims `key`, at index j of the tile, in `tab` (every entry COMBINE_FREE
+// at the start of the tile): returns j if no copy came first, else the index
+// of the copy that holds the key. key_at(i) is the key at tile index i.
+template <typename KeyAt>
+__device__ __forceinline__ u32 combine_claim(u32* tab, u64 key, u32 j, KeyAt key_at) {
+    u32 h = (u32)((key * 0x9e3779b97f4a7c15ull) >> 40) & (COMBINE_SLOTS - 1);
+    while (true) {
+        // An entry is written once a tile, so a plain read that finds it
+        // taken saves the CAS (most claims, where copies are many).
+        u32 e = ((volatile u32*)tab)[h];
+        if (e == COMBINE_FREE) e = atomicCAS(&tab[h], COMBINE_FREE, j);
+        if (e == COMBINE_FREE) return j;
+        if ((u64)key_at(e) == key) return e;
+        h = (h + 1) & (COMBINE_SLOTS - 1);
+    }
+}
+
 // Keys per region (out-of-band keys excluded) added to counts[0..regions),
 // zeroed by the host. With `local` the block counts in shared memory first
 // (one global atomic per block and nonzero region); tables of more regions
-// than shared memory holds count with a global atomic per key.
+// than shared memory holds count with a global atomic per key. With
+// `combine` (run only if the first scan found the batch *skewed) only the
+// first copy of a key in each scatter tile counts, as gh_region_scatter1
+// combines them: the host then launches as many blocks as the scatter, so
+// both see the same tiles.
 extern "C" __global__ void __launch_bounds__(GH_PART_THREADS)
-    gh_region_hist(View t, const K* keys, u64 n, u32 regions, u32 local, u32* counts) {
-    extern __shared__ u32 hist[];  // regions, when local
+    gh_region_hist(View t, const K* keys, u64 n, u32 regions, u32 local, u32 combine, const u32* skewed,
+                   const unsigned char* heavy, u32* counts) {
+    if (combine && *skewed == 0) return;
+    extern __shared__ __align__(16) unsigned char hist_smem[];
+    // combine: the tile's keys, then its table; then the histogram, when local.
+    K* tile_keys = (K*)hist_smem;
+    u32* tab = (u32*)(hist_smem + PART_TILE * sizeof(K));
+    u32* hist = combine ? tab + COMBINE_SLOTS : (u32*)hist_smem;
     if (local)
         for (u32 b = threadIdx.x; b < regions; b += blockDim.x) hist[b] = 0;
     __syncthreads();
     u64 lo, hi;
     part_range(0, n, blockIdx.x, gridDim.x, &lo, &hi);
-    constexpr u32 U = sizeof(K) == 4 ? 8 : 4;  // keys in flight per thread (8 u64 keys measured no faster)
-    for (u64 i = lo + threadIdx.x; i < hi; i += U * blockDim.x) {
-        K key[U];
+    if (combine) {
+        for (u64 tile = lo; tile < hi; tile += PART_TILE) {
+            const u32 len = (u32)min((u64)PART_TILE, hi - tile);
+            for (u32 j = threadIdx.x; j < COMBINE_SLOTS; j += blockDim.x) tab[j] = COMBINE_FREE;
+            K key[PART_ITEMS];  // all loads in flight before the stores
 #pragma unroll
-        for (u32 u = 0; u < U; ++u) {
-            const u64 at = i + u * blockDim.x;
-            key[u] = at < hi ? keys[at] : (K)~(K)0;  // out of band: not counted
+            for (u32 k = 0; k < PART_ITEMS; ++k) {
+                const u32 j = k * blockDim.x + threadIdx.x;
+                if (j < len) key[k] = keys[tile + j];
+            }
+#pragma unroll
+            for (u32 k = 0; k < PART_ITEMS; ++k) {
+                const u32 j = k * blockDim.x + threadIdx.x;
+                if (j < len) tile_keys[j] = key[k];
+            }
+            __syncthreads();
+            for (u32 j = threadIdx.x; j < len; j += blockDim.x) {
+                const K key = tile_keys[j];
+                if (View::special_index(key) >= 0) continue;
+                const u32 r = region_of(t, (u64)key);
+                if (heavy[r] && combine_claim(tab, (u64)key, j, [&](u32 i) { return tile_keys[i]; }) != j) continue;
+                atomicAdd(local ? &hist[r] : &counts[r], 1u);
+            }
+            __syncthreads();
         }
+    } else {
+        constexpr u32 U = sizeof(K) == 4 ? 8 : 4;  // keys in flight per thread (8 u64 keys measured no faster)
+        for (u64 i = lo + threadIdx.x; i < hi; i += U * blockDim.x) {
+            K key[U];
 #pragma unroll
-        for (u32 u = 0; u < U; ++u) {
-            if (View::special_index(key[u]) >= 0) continue;
-            const u32 r = region_of(t, (u64)key[u]);
-            atomicAdd(local ? &hist[r] : &counts[r], 1u);
+            for (u32 u = 0; u < U; ++u) {
+                const u64 at = i + u * blockDim.x;
+                key[u] = at < hi ? keys[at] : (K)~(K)0;  // out of band: not counted
+            }
+#pragma unroll
+            for (u32 u = 0; u < U; ++u) {
+                if (View::special_index(key[u]) >= 0) continue;
+                const u32 r = region_of(t, (u64)key[u]);
+                atomicAdd(local ? &hist[r] : &counts[r], 1u);
+            }
         }
     }
     __syncthreads();
@@ -510,10 +575,13 @@ __device__ __forceinline__ T block_exclusive(T x, T* scratch, T identity, Op op,
 __device__ __forceinline__ u32 block_scan(u32 x, u32* warp_sums, u32* total) {
     return block_exclusive<u32>(x, warp_sums, 0u, Plus(), total);
 }
-// Exclusive prefix maximum over the block (`lowest` in thread 0).
-__device__ __forceinline__ int block_max_exclusive(int x, int* scratch, int lowest) {
-    int total;
-    return block_exclusive<int>(x, scratch, lowest, Max(), &total);
+// Exclusive prefix maximum over the block (`lowest` in thread 0); *total,
+// if given, gets the block's maximum.
+__device__ __forceinline__ int block_max_exclusive(int x, int* scratch, int lowest, int* total = nullptr) {
+    int whole;
+    const int excl = block_exclusive<int>(x, scratch, lowest, Max(), &whole);
+    if (total) *total = whole;
+    return excl;
 }
 
 // Splits a[0..len) into runs of consecutive entries, one per thread, in
@@ -534,14 +602,24 @@ __device__ __forceinline__ u32 block_runs_scan(const u32* a, u32 len, u32* first
 // the pass-1 bins: seg_off[s] = offsets[s << shift] for s < bins1 and
 // seg_off[bins1] the total, cursor1[s] = seg_off[s]. One block of 1024
 // threads: regions are at most a few tens of thousands.
+// Insert-or-apply scans twice. The first scan (`again` 0) sets *skewed when
+// some region has at least `combine_from` keys (0: never), and then marks
+// the heavy regions, those of an eighth of that or more, and zeroes the
+// counts for the histogram that combines copies in heavy regions; the
+// second (`again` 1) runs only if *skewed is set, over that histogram.
 extern "C" __global__ void __launch_bounds__(1024)
-    gh_region_scan(const u32* counts, u32 regions, u32 shift, u32* offsets, u32* cursor, u32* seg_off, u32* cursor1) {
+    gh_region_scan(u32* counts, u32 regions, u32 shift, u32* offsets, u32* cursor, u32* seg_off, u32* cursor1,
+                   u32 combine_from, u32 again, u32* skewed, unsigned char* heavy) {
+    __shared__ int most[32];
+    if (again && *skewed == 0) return;
     const u32 low = (1u << shift) - 1;
     // Each thread a run of consecutive regions: one block-wide scan in all
     // (a scan per 1024 regions took 32 us for 2^15 regions).
     u32 first, last, total;
     u32 excl = block_runs_scan(counts, regions, &first, &last, &total);
+    u32 own_most = 0;
     for (u32 j = first; j < last; ++j) {
+        own_most = max(own_most, counts[j]);
         offsets[j] = excl;
         cursor[j] = excl;
         if (shift && (j & low) == 0) {
@@ -554,6 +632,16 @@ extern "C" __global__ void __launch_bounds__(1024)
         offsets[regions] = total;
         if (shift) seg_off[(regions + low) >> shift] = total;
     }
+    if (again || combine_from == 0) return;
+    int top;
+    block_max_exclusive((int)own_most, most, 0, &top);
+    const bool skew = (u32)top >= combine_from;
+    if (threadIdx.x == 0) *skewed = skew;
+    if (skew)  // each thread's own run, which no other thread reads
+        for (u32 j = first; j < last; ++j) {
+            heavy[j] = counts[j] >= max(combine_from >> 3, 1u);
+            counts[j] = 0;
+        }
 }
 
 // In-place exclusive prefix sums of a[0..len) (len <= 8 * blockDim.x) by the
@@ -574,11 +662,14 @@ __device__ __forceinline__ u32 block_exclusive_scan(u32* a, u32 len) {
 // sizes it the same way): the tile as read, the tile grouped by bin with each
 // key's bin, and two counters per bin. Batch positions are not carried: the
 // few keys that end deferred travel as packed pairs, and a key the table then
-// refuses is found in the batch again (gh_positions_of).
+// refuses is found in the batch again (gh_positions_of). Pass 1 combines
+// the copies of a key within a tile when `combine` is a reduction
+// (COMBINE_FREE: none), in a table kept where the grouped tile goes later.
 template <bool FIRST>
 __device__ __forceinline__ void region_scatter(View t, u32 shift, u32 bins, const K* keys, const V* values,
                                                const View::raw* words_in, u64 n, const u32* seg_off, u32* cursor,
-                                               View::raw* words_out, View::raw* deferred) {
+                                               View::raw* words_out, View::raw* deferred, u32 combine,
+                                               const u32* skewed, const unsigned char* heavy) {
     typedef View::raw raw;
     extern __shared__ __align__(16) unsigned char part_smem[];
     K* in_keys = (K*)part_smem;                                    // pass 1: PART_TILE keys,
@@ -588,8 +679,11 @@ __device__ __forceinline__ void region_scatter(View t, u32 shift, u32 bins, cons
     u32* s_tile = (u32*)(s_word + PART_TILE);                      // bins: keys of a bin in the tile, then offsets
     u32* s_base = s_tile + bins;                                   // bins: where the tile's run of a bin goes
     unsigned short* s_bin = (unsigned short*)(s_base + bins);      // PART_TILE
+    u32* tab = (u32*)s_word;                                       // pass 1, combining: COMBINE_SLOTS
+    static_assert(COMBINE_SLOTS * 4 <= PART_TILE * sizeof(raw), "the combining table fits the grouped tile");
     const u32 lane = threadIdx.x & 31;
     const u32 NONE = 0xffffffffu;
+    const bool combining = FIRST && combine != COMBINE_FREE && *skewed;
 
     // This block's slice: the whole batch in pass 1, part of pass-1 bin
     // blockIdx.y in pass 2.
@@ -610,6 +704,8 @@ __device__ __forceinline__ void region_scatter(View t, u32 shift, u32 bins, cons
     for (u64 tile = lo; tile < hi; tile += PART_TILE) {
         const u32 len = (u32)min((u64)PART_TILE, hi - tile);
         for (u32 b = threadIdx.x; b < bins; b += blockDim.x) s_tile[b] = 0;
+        if (combining)
+            for (u32 j = threadIdx.x; j < COMBINE_SLOTS; j += blockDim.x) tab[j] = COMBINE_FREE;
         copy_async_wait();
         __syncthreads();
         // Each thread's keys of the tile, with their bin and rank in the bin
@@ -625,8 +721,16 @@ __device__ __forceinline__ void region_scatter(View t, u32 shift, u32 bins, cons
                 defer = FIRST && View::special_index((K)key) >= 0;
                 if (!defer) {
                     const u32 r = region_of(t, key);
+                    bool merged = false;
+                    if (combining && heavy[r]) {
+                        // A later copy: its value into the first copy's,
+                        // which is packed only after the __syncthreads below.
+                        const u32 first = combine_claim(tab, key, j, [&](u32 i) { return in_keys[i]; });
+                        merged = first != j;
+                        if (merged) gh::atomic_reduce<V>(&in_values[first], combine, in_values[j]);
+                    }
                     const u32 b = FIRST ? r >> shift : r & ((1u << shift) - 1);
-                    place[k] = b << 16 | atomicAdd(&s_tile[b], 1u);
+                    if (!merged) place[k] = b << 16 | atomicAdd(&s_tile[b], 1u);
                 }
             }
             if (FIRST) {
@@ -672,11 +776,16 @@ __device__ __forceinline__ void region_scatter(View t, u32 shift, u32 bins, cons
 }
 
 // Pass 1: the batch into bins by `region >> shift` (by region when shift is
-// 0); out-of-band keys go to the deferred list.
+// 0); out-of-band keys go to the deferred list. `combine`: the reduction of
+// an insert-or-apply, whose copies of a key in a tile become one pair if
+// the scan found the batch *skewed and the key's region `heavy` (the
+// histogram counted them so), or COMBINE_FREE.
 extern "C" __global__ void __launch_bounds__(GH_PART_THREADS, 3)
     gh_region_scatter1(View t, const K* keys, const V* values, u64 n, u32 shift, u32 bins, u32* cursor,
-                       View::raw* words_out, View::raw* deferred) {
-    region_scatter<true>(t, shift, bins, keys, values, nullptr, n, nullptr, cursor, words_out, deferred);
+                       View::raw* words_out, View::raw* deferred, u32 combine, const u32* skewed,
+                       const unsigned char* heavy) {
+    region_scatter<true>(t, shift, bins, keys, values, nullptr, n, nullptr, cursor, words_out, deferred, combine, skewed,
+                         heavy);
 }
 
 // Pass 2: each pass-1 segment into bins by `region & (2^shift - 1)`: the
@@ -684,7 +793,8 @@ extern "C" __global__ void __launch_bounds__(GH_PART_THREADS, 3)
 extern "C" __global__ void __launch_bounds__(GH_PART_THREADS, 3)
     gh_region_scatter2(View t, const View::raw* words_in, u32 shift, const u32* seg_off, u32* cursor,
                        View::raw* words_out) {
-    region_scatter<false>(t, shift, 1u << shift, nullptr, nullptr, words_in, 0, seg_off, cursor, words_out, nullptr);
+    region_scatter<false>(t, shift, 1u << shift, nullptr, nullptr, words_in, 0, seg_off, cursor, words_out, nullptr,
+                          COMBINE_FREE, nullptr, nullptr);
 }
 
 // The keys of a bucket in shared memory, read with 16-byte loads that other

@@ -433,7 +433,9 @@ fn special_keys_body<K: Key, V: TestValue>(dev: Target) {
 /// keys, and a zipf-like tail where the hottest key takes about 15% of the
 /// positions. Backends that combine a key's copies before reducing them
 /// (wgpu with subgroups) must agree with the oracle exactly, 64-bit sums'
-/// carries included.
+/// carries included. Once into a small table and once into one of several
+/// 64 KiB regions, which CUDA fills with its region build (its partition
+/// combines a key's copies within each tile of the batch).
 pub fn skewed_apply(dev: Target) {
     each_pair!(skewed_apply_body, dev)
 }
@@ -456,16 +458,16 @@ fn skewed_apply_body<K: Key, V: TestValue>(dev: Target) {
         }
     }
     keys.truncate(n);
-    for op in [Reduce::Sum, Reduce::Min, Reduce::Max] {
-        cx.phase = format!("insert_or_apply {op:?}");
-        let mut t = unwrap(builder(dev).capacity(4096).build::<K, V>(), "new", &cx);
+    for (capacity, op) in [4096, 1 << 15].into_iter().flat_map(|c| [Reduce::Sum, Reduce::Min, Reduce::Max].map(|op| (c, op))) {
+        cx.phase = format!("insert_or_apply {op:?}, {capacity} slots");
+        let mut t = unwrap(builder(dev).capacity(capacity).build::<K, V>(), "new", &cx);
         let mut o = Oracle::new();
         let pre_vals = num_values::<V>(&mut cx.rng, 500);
         insert(&mut t, &mut o, Op::Assign, &pool[..500], &pre_vals, &cx);
         for round in 0..2 {
             let vals = num_values::<V>(&mut cx.rng, keys.len());
             insert(&mut t, &mut o, Op::Apply(op), &keys, &vals, &cx);
-            cx.phase = format!("insert_or_apply {op:?} round {round}");
+            cx.phase = format!("insert_or_apply {op:?}, {capacity} slots, round {round}");
             check_table(&t, &o, &cx);
         }
     }

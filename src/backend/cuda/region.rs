@@ -43,6 +43,21 @@
 //! "two-level region build"). Keys without such a path go to the plain
 //! kernel, which walks further or rebuilds their region with a new seed.
 //!
+//! **Skewed insert-or-apply batches.** A region's bin is one block's work,
+//! so a key repeated millions of times (zipf keys, one hot key) kept one
+//! block busy long after the others were done: zipf(1.2) keys aggregated
+//! 7x slower than uniform ones. The first scan of the histogram therefore
+//! checks an insert-or-apply batch for a region with more keys than a fair
+//! share of the blocks that build at once. If there is one, the copies of
+//! a key within each pass-1 tile are combined into one pair (a table in
+//! shared memory, the values reduced into the first copy; every reduction
+//! is commutative), in the regions of an eighth of that share or more, and
+//! a second histogram and scan count the combined tiles. Uniform batches
+//! are not combined: a shared-memory claim for every key doubled the
+//! partition's time. The report does not count merged copies: each
+//! position is a new key (counted exactly), refused (found by the search
+//! below), or else a copy of a stored or earlier key.
+//!
 //! **Scratch memory is kept for reuse.** The partition needs two copies of
 //! the batch as packed words plus a list of deferred words: `3 * n * word`
 //! bytes for `n` keys (1.5 GB for 2^26 u32 pairs). Batch positions are not
@@ -122,6 +137,30 @@ fn scatter_shared_bytes(word_bytes: usize, bins: u64) -> u32 {
     (tile(word_bytes) * (2 * word_bytes as u64 + 2) + 8 * bins) as u32
 }
 
+/// Extra shared memory of a histogram block that combines a tile's copies
+/// of a key (`gh_region_hist`): the tile's keys and a table of two u32
+/// entries per key.
+fn combine_shared_bytes(word_bytes: usize, key_bytes: usize) -> u32 {
+    (tile(word_bytes) * (key_bytes as u64 + 8)) as u32
+}
+
+/// The reduction code that tells the scatter not to combine copies
+/// (`COMBINE_FREE` in the kernels).
+const NO_COMBINE: u32 = u32::MAX;
+
+/// Build blocks an SM holds at once (72 KiB of shared memory each).
+const BUILD_BLOCKS_PER_SM: u64 = 3;
+
+/// Keys of one region from which an insert-or-apply batch of `n` keys
+/// counts as skewed: a fair share of the blocks that build at once, so the
+/// block of a region past it works longer than the others' turns together.
+/// (Uniform batches into large tables stay below it; batches of more than
+/// 1024 keys a region into tables of fewer regions than those blocks are
+/// always combined.)
+fn skew_from(n: u64, sms: u64) -> u32 {
+    n.div_ceil(sms * BUILD_BLOCKS_PER_SM).clamp(1024, u32::MAX as u64) as u32
+}
+
 /// Dynamic shared memory of a build block: the region and a u32 counter per
 /// bucket (`BUILD_*` in the kernels).
 const BUILD_SHARED_BYTES: u64 = REGION_BYTES + 4 * REGION_BUCKETS;
@@ -158,7 +197,8 @@ impl RegionKernels {
         // exceed the default 48 KiB of shared memory a launch may use.
         let max = CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES;
         build.set_attribute(max, BUILD_SHARED_BYTES as i32)?;
-        hist.set_attribute(max, 4 * LOCAL_HIST_REGIONS as i32)?;
+        let combining = combine_shared_bytes(8, 4).max(combine_shared_bytes(16, 8));
+        hist.set_attribute(max, (4 * LOCAL_HIST_REGIONS) as i32 + combining as i32)?;
         let most_bins = 1u64 << MAX_REGIONS.ilog2().div_ceil(2);
         let most = scatter_shared_bytes(8, most_bins).max(scatter_shared_bytes(16, most_bins));
         for f in [&scatter1, &scatter2] {
@@ -229,6 +269,10 @@ pub(crate) struct RegionScratch {
     cursor: Option<CudaSlice<u32>>,
     seg_off: Option<CudaSlice<u32>>,
     cursor1: Option<CudaSlice<u32>>,
+    /// Set by the scan when an insert-or-apply batch is skewed (one word),
+    /// and then a byte per region: whether its keys are combined.
+    skewed: Option<CudaSlice<u32>>,
+    heavy: Option<CudaSlice<u8>>,
 }
 
 impl RegionScratch {
@@ -237,7 +281,7 @@ impl RegionScratch {
             s.as_ref().map_or(0, |s| s.len() * std::mem::size_of::<T>())
         }
         b(&self.words) + b(&self.mid_words) + b(&self.deferred) + b(&self.spills) + b(&self.spill_count) + b(&self.counts)
-            + b(&self.offsets) + b(&self.cursor) + b(&self.seg_off) + b(&self.cursor1)
+            + b(&self.offsets) + b(&self.cursor) + b(&self.seg_off) + b(&self.cursor1) + b(&self.skewed) + b(&self.heavy)
     }
 
     /// Grows every buffer to what a batch of `n` keys of `word` bytes and `plan` needs.
@@ -254,7 +298,9 @@ impl RegionScratch {
         ensure(stream, &mut self.offsets, r + 1)?;
         ensure(stream, &mut self.cursor, r)?;
         ensure(stream, &mut self.seg_off, plan.bins1 as usize + 1)?;
-        ensure(stream, &mut self.cursor1, plan.bins1 as usize)
+        ensure(stream, &mut self.cursor1, plan.bins1 as usize)?;
+        ensure(stream, &mut self.skewed, 1)?;
+        ensure(stream, &mut self.heavy, r)
     }
 }
 
@@ -416,27 +462,58 @@ impl<K: Key, V: Value> CudaTable<K, V> {
         let (regions, shift, bins1) = (plan.regions as u32, plan.shift, plan.bins1 as u32);
         let r = plan.regions as usize;
         stream.memset_zeros(&mut counts.slice_mut(0..r)).map_err(dev)?;
+        // Insert-or-apply combines the copies of a key within each tile of
+        // pass 1 (every reduction is commutative) when the batch is skewed:
+        // some region gets more keys than a fair share of the blocks that
+        // build at once, so its block would finish long after the others
+        // (zipf keys ran 7x slower than uniform ones on an H100). The first
+        // scan tells, and marks the heavy regions, whose keys are combined;
+        // a second histogram then counts the combined tiles, with as many
+        // blocks as pass 1 so both see the same tiles, and a second scan
+        // places them. Both do nothing for a batch not skewed. (Combining
+        // every key of a batch doubled its partition's time on an H100.)
+        let combine = match mode {
+            InsertMode::Apply(_) => op,
+            _ => NO_COMBINE,
+        };
+        let combine_from = if combine == NO_COMBINE { 0 } else { skew_from(n, self.sms) };
+        let skewed = s.skewed.as_mut().expect("reserved");
+        let heavy = s.heavy.as_mut().expect("reserved");
         let (local, hist_shared, hist_blocks) = plan.hist(self.sms);
         let local = local as u32;
-        let mut b = stream.launch_builder(&rk.hist);
-        b.arg(&view).arg(keys).arg(&n).arg(&regions).arg(&local).arg(&mut *counts);
-        // Safety: arguments match gh_region_hist; counts holds `regions`
-        // entries, and so does the shared histogram when local.
-        unsafe { b.launch(part(hist_blocks, 1, hist_shared)) }.map_err(dev)?;
-        let mut b = stream.launch_builder(&rk.scan);
-        b.arg(&*counts).arg(&regions).arg(&shift).arg(&mut *offsets).arg(&mut *cursor);
-        b.arg(&mut *seg_off).arg(&mut *cursor1);
-        // Safety: arguments match gh_region_scan; offsets hold regions + 1
-        // entries, the cursors regions, seg_off bins1 + 1 and cursor1 bins1
-        // (the last two written only with two passes).
-        unsafe { b.launch(scan_cfg) }.map_err(dev)?;
+        let mut histogram = |combining: u32| -> Result<()> {
+            let (blocks, shared) = match combining {
+                0 => (hist_blocks, hist_shared),
+                _ => (plan.parts1, hist_shared + combine_shared_bytes(word, std::mem::size_of::<K>())),
+            };
+            let mut b = stream.launch_builder(&rk.hist);
+            b.arg(&view).arg(keys).arg(&n).arg(&regions).arg(&local).arg(&combining).arg(&*skewed);
+            b.arg(&*heavy).arg(&mut *counts);
+            // Safety: arguments match gh_region_hist; counts holds `regions`
+            // entries, and so does the shared histogram when local, after
+            // the combining table and the tile's keys when combining.
+            unsafe { b.launch(part(blocks, 1, shared)) }.map_err(dev)?;
+            let mut b = stream.launch_builder(&rk.scan);
+            b.arg(&mut *counts).arg(&regions).arg(&shift).arg(&mut *offsets).arg(&mut *cursor);
+            b.arg(&mut *seg_off).arg(&mut *cursor1).arg(&combine_from).arg(&combining).arg(&mut *skewed);
+            b.arg(&mut *heavy);
+            // Safety: arguments match gh_region_scan; offsets hold regions + 1
+            // entries, the cursors regions, seg_off bins1 + 1 and cursor1 bins1
+            // (the last two written only with two passes), skewed one, heavy
+            // regions (written, and read later, only when skewed).
+            unsafe { b.launch(scan_cfg) }.map(|_| ()).map_err(dev)
+        };
+        histogram(0)?;
+        if combine != NO_COMBINE {
+            histogram(1)?;
+        }
 
         // Pass 1: the batch by `region >> shift`, into `mid` (two passes) or
         // straight into the region bins (one pass).
         let (w1, c1) = if plan.two_pass() { (&mut *mid_words, &mut *cursor1) } else { (&mut *words, &mut *cursor) };
         let mut b = stream.launch_builder(&rk.scatter1);
         b.arg(&view).arg(keys).arg(values).arg(&n).arg(&shift).arg(&bins1).arg(&mut *c1);
-        b.arg(&mut *w1).arg(&mut *deferred);
+        b.arg(&mut *w1).arg(&mut *deferred).arg(&combine).arg(&*skewed).arg(&*heavy);
         // Safety: arguments match gh_region_scatter1; the bins hold n words
         // (the counts sum to at most n), the deferred list n words, the
         // cursors one per bin.
@@ -488,18 +565,16 @@ impl<K: Key, V: Value> CudaTable<K, V> {
         if ndeferred > 0 {
             out = self.insert_deferred(rk, keys, mode, &mut taken.scratch, ndeferred, out)?;
         }
-        if fresh == 1 && rk.linear.is_none() {
-            // A fresh two-level build goes on from where its walks stopped,
-            // so a pair left in a walk's hand may carry copies step 1 merged
-            // (and counted as existing). If the table then refuses that key,
-            // every position of it is reported, so the kernels' count of
-            // existing keys would hold those copies twice: here it is what
-            // the stored positions leave beyond the new keys (each position
-            // is stored or reported, and the new keys are counted exactly).
-            let settled = n - out.failed.len() as u64;
-            debug_assert!(out.inserted <= settled, "more keys inserted than positions stored");
-            out.existing = settled.saturating_sub(out.inserted);
-        }
+        // Every position is a new key, a copy of a stored or earlier one, or
+        // refused, and the kernels count new keys exactly. The copies are
+        // not counted where they merge: the scatter combines some of them
+        // without a trace, and a fresh two-level build goes on from where
+        // its walks stopped, so a pair left in a walk's hand may carry
+        // copies step 1 merged, which are reported again if the table then
+        // refuses that key.
+        let settled = n - out.failed.len() as u64;
+        debug_assert!(out.inserted <= settled, "more keys inserted than positions stored");
+        out.existing = settled.saturating_sub(out.inserted);
         Ok(out)
     }
 
