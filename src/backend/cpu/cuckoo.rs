@@ -77,6 +77,17 @@ impl<Wd: Word> Engine<'_, Wd> {
         &self.s.cells[bucket as usize * self.s.spb + slot]
     }
 
+    /// Prefetches the candidate buckets `c`: a lookup may read every one,
+    /// and on the CPU a key's probe waits on those misses, one after the
+    /// other (prefetching only the first, or none, ran lookups and inserts
+    /// at a third of the speed on a 2-core x86 host).
+    #[inline(always)]
+    fn prefetch_candidates(&self, c: &[u64; MAX_CHOICES]) {
+        for &b in &c[..self.d] {
+            prefetch(self.cell(b, 0) as *const Wd::Atomic);
+        }
+    }
+
     /// The candidate (index among `c`) and slot holding `key`, with its word.
     #[inline(always)]
     fn locate(&self, c: &[u64; MAX_CHOICES], key: u64) -> Option<(usize, usize, Wd)> {
@@ -359,8 +370,7 @@ impl<'a, Wd: Word> Cuckoo<'a, Wd> {
 impl<Wd: Word> Probing<Wd> for Cuckoo<'_, Wd> {
     #[inline(always)]
     fn prefetch(&self, key: u64) {
-        let b = candidate(key, self.e.s.probe.seed, 0, self.main);
-        prefetch(self.e.cell(b, 0) as *const Wd::Atomic);
+        self.e.prefetch_candidates(&self.cands(key));
     }
 
     fn insert(&self, key: u64, value: u64, on_existing: impl Fn(u64) -> Option<u64>) -> Placed {
@@ -507,7 +517,12 @@ impl<'a, Wd: Word> TwoLevel<'a, Wd> {
 impl<Wd: Word> Probing<Wd> for TwoLevel<'_, Wd> {
     #[inline(always)]
     fn prefetch(&self, key: u64) {
-        prefetch(self.region_of(key).1 as *const AtomicU64);
+        // The region words are few and stay cached; the candidate buckets
+        // are the misses worth hiding (a seed changed by a rebuild meanwhile
+        // only makes the hint useless).
+        let (r, w) = self.region_of(key);
+        let g = self.region(r, w.load(Ordering::Relaxed) & REGION_SEED);
+        self.e.prefetch_candidates(&g.cands(key));
     }
 
     fn insert(&self, key: u64, value: u64, on_existing: impl Fn(u64) -> Option<u64>) -> Placed {
