@@ -192,7 +192,7 @@ pub(crate) fn kernels(ctx: &Arc<CudaContext>, key_bits: u32, value: ValueKind, s
         gather_keys: f("gh_gather_keys")?,
         unpack_pairs: f("gh_unpack_pairs")?,
         // Linear and two-level modules have them (no failed look-ups of absent functions).
-        region: if matches!(scheme, Scheme::Linear | Scheme::TwoLevel) { super::region::RegionKernels::load(&module, scheme == Scheme::Linear).map_err(dev)? } else { None },
+        region: if matches!(scheme, Scheme::Linear | Scheme::TwoLevel) { super::region::RegionKernels::load(ctx, &module, scheme == Scheme::Linear).map_err(dev)? } else { None },
         clean_extract: f("gh_clean_extract")?,
         apply_present: if matches!(scheme, Scheme::RobinHood | Scheme::Cuckoo | Scheme::TwoLevel) {
             Some(f("gh_apply_present")?)

@@ -84,9 +84,9 @@ use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, OnceLock};
 
-use cudarc::driver::sys::CUfunction_attribute;
+use cudarc::driver::sys::{CUdevice_attribute, CUfunction_attribute};
 use cudarc::driver::{
-    CudaFunction, CudaModule, CudaSlice, CudaStream, CudaView, DeviceRepr, DriverError, LaunchConfig,
+    CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, CudaView, DeviceRepr, DriverError, LaunchConfig,
     PushKernelArg,
 };
 
@@ -180,11 +180,18 @@ pub(crate) struct RegionKernels {
     linear: Option<(CudaFunction, CudaFunction)>,
     /// Where the keys the table refused sit in the batch.
     positions: CudaFunction,
+    /// Most dynamic shared memory a histogram block may take on this device.
+    hist_max: u32,
 }
 
 impl RegionKernels {
-    /// The kernels of a linear (`linear`) or two-level module.
-    pub(crate) fn load(module: &Arc<CudaModule>, linear: bool) -> std::result::Result<Option<Self>, DriverError> {
+    /// The kernels of a linear (`linear`) or two-level module on `ctx`'s
+    /// device; none where a block cannot take a region's shared memory.
+    pub(crate) fn load(
+        ctx: &Arc<CudaContext>,
+        module: &Arc<CudaModule>,
+        linear: bool,
+    ) -> std::result::Result<Option<Self>, DriverError> {
         let names = ["gh_region_hist", "gh_region_scan", "gh_region_scatter1", "gh_region_scatter2", "gh_region_positions"];
         let Ok(build) = module.load_function("gh_region_build") else {
             return Ok(None);
@@ -194,17 +201,26 @@ impl RegionKernels {
         let linear =
             if linear { Some((module.load_function("gh_region_spill")?, module.load_function("gh_insert_wide")?)) } else { None };
         // A region, a scatter tile and the histogram of 2^14 regions or more
-        // exceed the default 48 KiB of shared memory a launch may use.
+        // exceed the default 48 KiB of shared memory a launch may use. A
+        // device that lets a block take less than a build or the widest
+        // scatter needs (compute 7.5, 8.6 and 8.9 have 64-99 KiB) keeps to
+        // the plain kernels; the histogram counts in global memory where
+        // shared memory falls short (see `insert_regions`).
+        let optin = ctx.attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)?.max(0) as u64;
+        let most_bins = 1u64 << MAX_REGIONS.ilog2().div_ceil(2);
+        let most = scatter_shared_bytes(8, most_bins).max(scatter_shared_bytes(16, most_bins)) as u64;
+        if BUILD_SHARED_BYTES > optin || most > optin {
+            return Ok(None);
+        }
         let max = CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES;
         build.set_attribute(max, BUILD_SHARED_BYTES as i32)?;
-        let combining = combine_shared_bytes(8, 4).max(combine_shared_bytes(16, 8));
-        hist.set_attribute(max, (4 * LOCAL_HIST_REGIONS) as i32 + combining as i32)?;
-        let most_bins = 1u64 << MAX_REGIONS.ilog2().div_ceil(2);
-        let most = scatter_shared_bytes(8, most_bins).max(scatter_shared_bytes(16, most_bins));
+        let combining = combine_shared_bytes(8, 4).max(combine_shared_bytes(16, 8)) as u64;
+        let hist_max = (4 * LOCAL_HIST_REGIONS + combining).min(optin) as u32;
+        hist.set_attribute(max, hist_max as i32)?;
         for f in [&scatter1, &scatter2] {
             f.set_attribute(max, most as i32)?;
         }
-        Ok(Some(RegionKernels { hist, scan, scatter1, scatter2, build, linear, positions }))
+        Ok(Some(RegionKernels { hist, scan, scatter1, scatter2, build, linear, positions, hist_max }))
     }
 }
 
@@ -482,10 +498,14 @@ impl<K: Key, V: Value> CudaTable<K, V> {
         let (local, hist_shared, hist_blocks) = plan.hist(self.sms);
         let local = local as u32;
         let mut histogram = |combining: u32| -> Result<()> {
-            let (blocks, shared) = match combining {
-                0 => (hist_blocks, hist_shared),
-                _ => (plan.parts1, hist_shared + combine_shared_bytes(word, std::mem::size_of::<K>())),
+            let (blocks, mut local, mut shared) = match combining {
+                0 => (hist_blocks, local, hist_shared),
+                _ => (plan.parts1, local, hist_shared + combine_shared_bytes(word, std::mem::size_of::<K>())),
             };
+            if shared > rk.hist_max {
+                // No room beside the combining table: count in global memory.
+                (local, shared) = (0, shared - hist_shared);
+            }
             let mut b = stream.launch_builder(&rk.hist);
             b.arg(&view).arg(keys).arg(&n).arg(&regions).arg(&local).arg(&combining).arg(&*skewed);
             b.arg(&*heavy).arg(&mut *counts);
