@@ -578,10 +578,11 @@ impl<K: Key, V: Value> CudaTable<K, V> {
         }
 
         let meta = self.read_meta()?;
-        let (inserted, existing, ndeferred) = (meta[0], meta[1], meta[2]);
+        // meta[1] (copies the kernels saw settle) undercounts here; see below.
+        let (inserted, ndeferred) = (meta[0], meta[2]);
         // Out-of-band keys are always deferred, so every key counted here took a slot.
         self.live += inserted;
-        let mut out = RawInsert { inserted, existing, failed: Vec::new() };
+        let mut out = RawInsert { inserted, existing: 0, failed: Vec::new() };
         if ndeferred > 0 {
             out = self.insert_deferred(rk, keys, mode, &mut taken.scratch, ndeferred, out)?;
         }
@@ -599,7 +600,8 @@ impl<K: Key, V: Value> CudaTable<K, V> {
     }
 
     /// The deferred pairs of a region build, unpacked on the device, through
-    /// the plain kernel; adds its outcome to `out`. The positions of the keys
+    /// the plain kernel; adds the keys it inserts and refuses to `out` (the
+    /// caller derives `existing`). The positions of the keys
     /// the table refuses are found by searching the batch for them.
     #[allow(clippy::too_many_arguments)] // the build's state, handed over
     fn insert_deferred(
@@ -638,7 +640,6 @@ impl<K: Key, V: Value> CudaTable<K, V> {
                 let launch = super::grid(ndeferred * 32, self.sms);
                 let rest = self.insert_with(wide, launch, &dk.as_view(), &dv.as_view(), mode, None)?;
                 out.inserted += rest.inserted;
-                out.existing += rest.existing;
                 if rest.failed.is_empty() { Vec::new() } else { self.gather_keys(&dk.as_view(), &rest.failed)? }
             }
             // Two-level: keys without a short path, under their region's lock.
@@ -652,7 +653,7 @@ impl<K: Key, V: Value> CudaTable<K, V> {
     }
 
     /// The two-level build's deferred pairs (`dk`, `dv`) through the plain
-    /// kernel; adds its outcome to `out` and returns the keys refused.
+    /// kernel; adds the keys it inserts to `out` and returns the keys refused.
     /// Every position of a refused key is reported, so a refused key must
     /// have no copy stored: in linear probing a later copy finds no more
     /// room than an earlier one, but a cuckoo walk that moved other keys may
@@ -669,7 +670,6 @@ impl<K: Key, V: Value> CudaTable<K, V> {
     ) -> Result<Vec<K>> {
         let rest = self.insert_plain(&dk.as_view(), &dv.as_view(), mode)?;
         out.inserted += rest.inserted;
-        out.existing += rest.existing;
         if rest.failed.is_empty() {
             return Ok(Vec::new());
         }
@@ -686,7 +686,6 @@ impl<K: Key, V: Value> CudaTable<K, V> {
             self.stream.memcpy_htod(&values, &mut dv.slice_mut(0..m)).map_err(err)?;
             let again = self.insert_plain(&dk.slice(0..m), &dv.slice(0..m), mode)?;
             out.inserted += again.inserted;
-            out.existing += again.existing;
             let settled = again.inserted + again.existing;
             keys = again.failed.iter().map(|&p| keys[p]).collect();
             values = again.failed.iter().map(|&p| values[p]).collect();
