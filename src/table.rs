@@ -436,7 +436,7 @@ impl<K: Key, V: Value> HashTable<K, V> {
     ///   if its probe run passes the probe limit (1024 buckets by default);
     ///   a table whose limit covers every bucket refuses none while a slot
     ///   is free.
-    /// * [`Scheme::RobinHood`] (a cap of 32 buckets), [`Scheme::Cuckoo`] and
+    /// * [`Scheme::RobinHood`] (a cap of 64 buckets), [`Scheme::Cuckoo`] and
     ///   [`Scheme::TwoLevel`] (2 or 3 candidate buckets, eviction walks of 16
     ///   steps, a stash of 32 pairs or a region rebuild): placement is
     ///   bounded, so near the maximum load a few keys may find no slot.

@@ -236,7 +236,7 @@ fn churn_round<K: Width>(
         let value = K::from_u64(at as u64 + 1);
         match kind[at] {
             // Robin Hood never reuses tombstones, so a hot key erased and
-            // inserted again many times may find its 32-bucket cap full of
+            // inserted again many times may find its 64-bucket cap full of
             // them: refused, reported, and nothing stored (a no-op here).
             KIND_INSERT if outcome[at] == FAILED && scheme == Scheme::RobinHood => refused += 1,
             KIND_INSERT => {

@@ -443,32 +443,40 @@ pub fn skewed_apply(dev: Target) {
 fn skewed_apply_body<K: Key, V: TestValue>(dev: Target) {
     let mut cx = Ctx::new::<K, V>("skewed_apply", dev);
     let pool = distinct_keys::<K>(&mut cx.rng, 2000);
-    let n = scaled(60_000);
-    let mut keys = Vec::with_capacity(n);
-    while keys.len() < n {
-        let hot = pool[cx.rng.random_range(0..8)];
-        match cx.rng.random_range(0..4) {
-            0 => keys.extend(std::iter::repeat_n(hot, cx.rng.random_range(1..200))),
-            1 => {
-                let other = pool[cx.rng.random_range(0..pool.len())];
-                keys.extend((0..cx.rng.random_range(2..100)).map(|i| if i % 2 == 0 { hot } else { other }));
+    let skewed = |rng: &mut Pcg64, n: usize| {
+        let mut keys = Vec::with_capacity(n);
+        while keys.len() < n {
+            let hot = pool[rng.random_range(0..8)];
+            match rng.random_range(0..4) {
+                0 => keys.extend(std::iter::repeat_n(hot, rng.random_range(1..200))),
+                1 => {
+                    let other = pool[rng.random_range(0..pool.len())];
+                    keys.extend((0..rng.random_range(2..100)).map(|i| if i % 2 == 0 { hot } else { other }));
+                }
+                // u^4 over the pool: index 0 with probability (1/2000)^(1/4), about 15%.
+                _ => keys.extend((0..500).map(|_| pool[(rng.random::<f64>().powi(4) * pool.len() as f64) as usize])),
             }
-            // u^4 over the pool: index 0 with probability (1/2000)^(1/4), about 15%.
-            _ => keys.extend((0..500).map(|_| pool[(cx.rng.random::<f64>().powi(4) * pool.len() as f64) as usize])),
         }
-    }
-    keys.truncate(n);
-    for (capacity, op) in [4096, 1 << 15].into_iter().flat_map(|c| [Reduce::Sum, Reduce::Min, Reduce::Max].map(|op| (c, op))) {
-        cx.phase = format!("insert_or_apply {op:?}, {capacity} slots");
-        let mut t = unwrap(builder(dev).capacity(capacity).build::<K, V>(), "new", &cx);
-        let mut o = Oracle::new();
-        let pre_vals = num_values::<V>(&mut cx.rng, 500);
-        insert(&mut t, &mut o, Op::Assign, &pool[..500], &pre_vals, &cx);
-        for round in 0..2 {
-            let vals = num_values::<V>(&mut cx.rng, keys.len());
-            insert(&mut t, &mut o, Op::Apply(op), &keys, &vals, &cx);
-            cx.phase = format!("insert_or_apply {op:?}, {capacity} slots, round {round}");
-            check_table(&t, &o, &cx);
+        keys.truncate(n);
+        keys
+    };
+    // Small tables at every scale; at full scale also a 2^22-slot table with
+    // 3 x 2^20 keys, so the region build combines copies over many tiles.
+    let sizes = [(4096, scaled(60_000)), (1 << 15, scaled(60_000)), (sized(0, 1 << 22), 3 << 20)];
+    for (capacity, n) in sizes.into_iter().filter(|&(c, _)| c > 0) {
+        let keys = skewed(&mut cx.rng, n);
+        for op in [Reduce::Sum, Reduce::Min, Reduce::Max] {
+            cx.phase = format!("insert_or_apply {op:?}, {capacity} slots");
+            let mut t = unwrap(builder(dev).capacity(capacity as u64).build::<K, V>(), "new", &cx);
+            let mut o = Oracle::new();
+            let pre_vals = num_values::<V>(&mut cx.rng, 500);
+            insert(&mut t, &mut o, Op::Assign, &pool[..500], &pre_vals, &cx);
+            for round in 0..2 {
+                let vals = num_values::<V>(&mut cx.rng, keys.len());
+                insert(&mut t, &mut o, Op::Apply(op), &keys, &vals, &cx);
+                cx.phase = format!("insert_or_apply {op:?}, {capacity} slots, round {round}");
+                check_table(&t, &o, &cx);
+            }
         }
     }
 }
@@ -1224,8 +1232,9 @@ fn fill_body<K: Key, V: TestValue>(dev: Target) {
     println!("fill_until_refused {dev} {}->{}: {held} of {slots} slots held before the first refusal ({load:.4})", short_type::<K>(), short_type::<V>());
     // Measured (within 1%) on the CPU at 2^16 slots: linear and Robin Hood
     // 0.96, Hashinator 0.97 for 8-byte slots and 0.93 for 16-byte ones (a
-    // run passing the 1024-bucket probe limit, or Robin Hood's 32-bucket
-    // cap), cuckoo 0.94, two-level 0.90-0.91 (a region's cuckoo walk and
+    // run passing the 1024-bucket probe limit, or Robin Hood's 64-bucket
+    // cap; at 2^22 slots Robin Hood reaches 0.96-0.97 and 0.94-0.95, where
+    // a 32-bucket cap stopped 16-byte slots at 0.89), cuckoo 0.94, two-level 0.90-0.91 (a region's cuckoo walk and
     // its rebuilds failing); on an H200 at 2^22 slots, cuckoo 0.90 (its
     // 32-pair stash fills) and Hashinator 0.92-0.94. The bounds leave room
     // for other seeds and larger tables, whose longest runs are longer.
