@@ -1234,8 +1234,9 @@ fn fill_body<K: Key, V: TestValue>(dev: Target) {
     // 0.96, Hashinator 0.97 for 8-byte slots and 0.93 for 16-byte ones (a
     // run passing the 1024-bucket probe limit, or Robin Hood's 64-bucket
     // cap; at 2^22 slots Robin Hood reaches 0.96-0.97 and 0.94-0.95, where
-    // a 32-bucket cap stopped 16-byte slots at 0.89), cuckoo 0.94, two-level 0.90-0.91 (a region's cuckoo walk and
-    // its rebuilds failing); on an H200 at 2^22 slots, cuckoo 0.90 (its
+    // a 32-bucket cap stopped 16-byte slots at 0.89), cuckoo 0.94,
+    // two-level 0.90-0.91 (a region's cuckoo walk and its rebuilds
+    // failing); on an H200 at 2^22 slots, cuckoo 0.90 (its
     // 32-pair stash fills) and Hashinator 0.92-0.94. The bounds leave room
     // for other seeds and larger tables, whose longest runs are longer.
     // Slab lists: the pool runs out when the slabs in use reach the table's;

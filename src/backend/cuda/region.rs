@@ -498,14 +498,13 @@ impl<K: Key, V: Value> CudaTable<K, V> {
         let (local, hist_shared, hist_blocks) = plan.hist(self.sms);
         let local = local as u32;
         let mut histogram = |combining: u32| -> Result<()> {
-            let (blocks, mut local, mut shared) = match combining {
-                0 => (hist_blocks, local, hist_shared),
-                _ => (plan.parts1, local, hist_shared + combine_shared_bytes(word, std::mem::size_of::<K>())),
+            let (blocks, shared) = match combining {
+                0 => (hist_blocks, hist_shared),
+                _ => (plan.parts1, hist_shared + combine_shared_bytes(word, std::mem::size_of::<K>())),
             };
-            if shared > rk.hist_max {
-                // No room beside the combining table: count in global memory.
-                (local, shared) = (0, shared - hist_shared);
-            }
+            // Without room for the local histogram (beside the combining
+            // table, if any), the block counts in global memory.
+            let (local, shared) = if shared > rk.hist_max { (0, shared - hist_shared) } else { (local, shared) };
             let mut b = stream.launch_builder(&rk.hist);
             b.arg(&view).arg(keys).arg(&n).arg(&regions).arg(&local).arg(&combining).arg(&*skewed);
             b.arg(&*heavy).arg(&mut *counts);
