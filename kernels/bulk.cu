@@ -50,6 +50,21 @@ __device__ __forceinline__ void note_failed(const View& t, u32* failed, u64 cap,
     if (at < cap) failed[at] = (u32)pos;
 }
 
+// Two values reduced as `op` says, out of place (lanes that hold copies of
+// one key reduce their values before one of them reaches a lock or a
+// shared word). Integers wrap like the atomics they stand in for.
+template <typename T> __device__ __forceinline__ T reduce_pair(T a, T b, u32 op) {
+    if (op == gh::REDUCE_SUM) return (T)((u64)a + (u64)b);
+    if (op == gh::REDUCE_MIN) return b < a ? b : a;
+    return a < b ? b : a;
+}
+template <> __device__ __forceinline__ float reduce_pair<float>(float a, float b, u32 op) {
+    return op == gh::REDUCE_SUM ? a + b : op == gh::REDUCE_MIN ? fminf(a, b) : fmaxf(a, b);
+}
+template <> __device__ __forceinline__ double reduce_pair<double>(double a, double b, u32 op) {
+    return op == gh::REDUCE_SUM ? a + b : op == gh::REDUCE_MIN ? fmin(a, b) : fmax(a, b);
+}
+
 #if GH_SCHEME == GH_SCHEME_HASHINATOR
 // Hashinator: a team of t.param lanes per key (kernels/schemes/hashinator.cuh);
 // the host launches keys * team threads. Team k serves keys k, k + teams, ...
@@ -137,19 +152,6 @@ extern "C" __global__ void gh_insert(View t, const K* keys, const V* values, u64
 // group of equal keys inserts for the group (for insert-or-apply, the
 // group's values reduced first) and the others take its outcome. A key
 // repeated throughout a batch then costs one locked insert per warp.
-template <typename T> __device__ __forceinline__ T combine(T a, T b, u32 op) {
-    // Integers wrap like the atomics they stand in for.
-    if (op == gh::REDUCE_SUM) return (T)((u64)a + (u64)b);
-    if (op == gh::REDUCE_MIN) return b < a ? b : a;
-    return a < b ? b : a;
-}
-template <> __device__ __forceinline__ float combine<float>(float a, float b, u32 op) {
-    return op == gh::REDUCE_SUM ? a + b : op == gh::REDUCE_MIN ? fminf(a, b) : fmaxf(a, b);
-}
-template <> __device__ __forceinline__ double combine<double>(double a, double b, u32 op) {
-    return op == gh::REDUCE_SUM ? a + b : op == gh::REDUCE_MIN ? fmin(a, b) : fmax(a, b);
-}
-
 extern "C" __global__ void gh_insert(View t, const K* keys, const V* values, u64 n, u32 mode, u32 op,
                                      u32* failed, u64 failed_cap, u64 base, const unsigned char* todo) {
     const u32 lane = threadIdx.x & 31;
@@ -168,7 +170,7 @@ extern "C" __global__ void gh_insert(View t, const K* keys, const V* values, u64
         if (mode == gh::MODE_APPLY) {
             const V mine = value;  // shuffled as read, not as combined so far
             for (u32 rest = group & (group - 1); rest; rest &= rest - 1)
-                value = combine(value, __shfl_sync(group, mine, __ffs(rest) - 1), op);
+                value = reduce_pair(value, __shfl_sync(group, mine, __ffs(rest) - 1), op);
         }
         int r = gh::FAILED;
         if ((int)lane == leader) {
@@ -205,7 +207,7 @@ extern "C" __global__ void gh_apply_present(View t, const K* keys, const V* valu
         const int leader = __ffs(group) - 1;
         const V mine = value;  // shuffled as read, not as combined so far
         for (u32 rest = group & (group - 1); rest; rest &= rest - 1)
-            value = combine(value, __shfl_sync(group, mine, __ffs(rest) - 1), op);
+            value = reduce_pair(value, __shfl_sync(group, mine, __ffs(rest) - 1), op);
         int hit = 0;
         if ((int)lane == leader && View::special_index(key) < 0) {
             View::raw* slot = t.template slot_of_as<GH_SCHEME>((u64)key);
@@ -715,22 +717,35 @@ __device__ __forceinline__ void region_scatter(View t, u32 shift, u32 bins, cons
         for (u32 k = 0; k < PART_ITEMS; ++k) {
             const u32 j = k * blockDim.x + threadIdx.x;
             place[k] = NONE;
+            u32 into = NONE;  // the first copy of the key in the tile, if this is a later one
             bool defer = false;
             if (j < len) {
                 const u64 key = FIRST ? (u64)in_keys[j] : View::W::key(in_words[j]);
                 defer = FIRST && View::special_index((K)key) >= 0;
                 if (!defer) {
                     const u32 r = region_of(t, key);
-                    bool merged = false;
                     if (combining && heavy[r]) {
-                        // A later copy: its value into the first copy's,
-                        // which is packed only after the __syncthreads below.
                         const u32 first = combine_claim(tab, key, j, [&](u32 i) { return in_keys[i]; });
-                        merged = first != j;
-                        if (merged) gh::atomic_reduce<V>(&in_values[first], combine, in_values[j]);
+                        if (first != j) into = first;
                     }
                     const u32 b = FIRST ? r >> shift : r & ((1u << shift) - 1);
-                    if (!merged) place[k] = b << 16 | atomicAdd(&s_tile[b], 1u);
+                    if (into == NONE) place[k] = b << 16 | atomicAdd(&s_tile[b], 1u);
+                }
+            }
+            if (combining) {
+                // A later copy: its value into the first copy's, which is
+                // packed only after the __syncthreads below. The lanes with
+                // one first copy reduce their values first, so one atomic
+                // per warp reaches the shared word: a 64-bit one spins on a
+                // compare-and-swap, and a hot key has hundreds of copies.
+                const u32 merging = __ballot_sync(0xffffffffu, into != NONE);
+                if (into != NONE) {
+                    const u32 group = __match_any_sync(merging, into);
+                    const V mine = in_values[j];
+                    V value = mine;
+                    for (u32 rest = group & (group - 1); rest; rest &= rest - 1)
+                        value = reduce_pair(value, __shfl_sync(group, mine, __ffs(rest) - 1), combine);
+                    if (lane == (u32)__ffs(group) - 1) gh::atomic_reduce<V>(&in_values[into], combine, value);
                 }
             }
             if (FIRST) {
@@ -867,7 +882,10 @@ __device__ __forceinline__ void for_bin(const View::raw* words, u32 begin, u32 e
         const u32 lanes = left >= 32 ? ~0u : (1u << left) - 1;
 #pragma unroll
         for (u32 u = 0; u < BUILD_BATCH; ++u) {
-            if (j0 + u * blockDim.x < end) f(w[u]);
+            // The lanes that call f for this u (a prefix of `lanes`).
+            const u32 at = j0 - (threadIdx.x & 31) + u * blockDim.x;
+            const u32 calls = end - at >= 32 ? ~0u : (1u << (end - at)) - 1;
+            if (j0 + u * blockDim.x < end) f(w[u], calls);
             if (IN_STEP) __syncwarp(lanes);
         }
     }
@@ -879,7 +897,7 @@ __device__ __forceinline__ void for_bin(const View::raw* words, u32 begin, u32 e
 __device__ __forceinline__ bool count_bin(const View& t, u32* cnt, u64 first, const View::raw* words, u32 begin,
                                           u32 end) {
     bool bad = false;
-    for_bin(words, begin, end, [&](const View::raw& w) {
+    for_bin(words, begin, end, [&](const View::raw& w, u32) {
         const u32 h = (u32)(t.home(View::W::key(w)) - first);
         bad |= atomicAdd(&cnt[h], 1u) >= BUILD_RUN;
     });
@@ -951,7 +969,7 @@ __device__ bool place_counted(const View& t, View::raw* region, u32* cnt, View::
     // 3. Every key takes its bucket's next slot, within its probe limit;
     //    past the region's end, the spill entry at the same offset.
     bool bad = false;
-    for_bin(words, begin, end, [&](const raw& w) {
+    for_bin(words, begin, end, [&](const raw& w, u32) {
         const u32 h = (u32)(t.home(W::key(w)) - first);
         const u32 v = atomicAdd(&cnt[h], 1u);
         const u32 at = (v >> 16) + (v & 0xffffu);
@@ -1455,14 +1473,25 @@ __device__ __forceinline__ void tl_build(const View& t, const gh::two_level::Reg
     // 1. Present keys updated, free candidate slots claimed in order.
     u64 ins = 0, ex = 0;
     const u32 begin = offsets[r], end = offsets[r + 1];
-    for_bin<true>(words, begin, end, [&](const raw& w) {
+    for_bin<true>(words, begin, end, [&](const raw& w, u32 calls) {
         const u64 k = W::key(w);
+        V value = gh::from_bits<V>(W::value(w));
+        if (mode == gh::MODE_APPLY) {
+            // Copies of a key in this warp reduce their values first and the
+            // lowest goes on for them: the copies a skewed batch leaves (one
+            // per partition tile) would otherwise queue on the slot's
+            // shared word, and a 64-bit reduction there spins on a CAS.
+            const u32 group = __match_any_sync(calls, k);
+            const V mine = value;
+            for (u32 rest = group & (group - 1); rest; rest &= rest - 1)
+                value = reduce_pair(value, __shfl_sync(group, mine, __ffs(rest) - 1), op);
+            if ((threadIdx.x & 31) != (u32)__ffs(group) - 1) return;
+        }
         const u32 sub = (u32)(g.region(k) - sub0);
         const u64 seed = seeds[sub];
         u32 xc[TL_D];
 #pragma unroll
         for (int j = 0; j < TL_D; ++j) xc[j] = tl_cand<RB>(k, seed, sub, j);
-        const V value = gh::from_bits<V>(W::value(w));
         // The key anywhere among its candidates (a table built earlier may
         // hold it past a slot an erase freed).
 #pragma unroll
