@@ -1473,20 +1473,22 @@ __device__ __forceinline__ void tl_build(const View& t, const gh::two_level::Reg
     // 1. Present keys updated, free candidate slots claimed in order.
     u64 ins = 0, ex = 0;
     const u32 begin = offsets[r], end = offsets[r + 1];
-    for_bin<true>(words, begin, end, [&](const raw& w, u32 calls) {
-        const u64 k = W::key(w);
-        V value = gh::from_bits<V>(W::value(w));
+    for_bin<true>(words, begin, end, [&](const raw& word, u32 calls) {
+        const u64 k = W::key(word);
+        V value = gh::from_bits<V>(W::value(word));
         if (mode == gh::MODE_APPLY) {
             // Copies of a key in this warp reduce their values first and the
             // lowest goes on for them: the copies a skewed batch leaves (one
             // per partition tile) would otherwise queue on the slot's
             // shared word, and a 64-bit reduction there spins on a CAS.
-            const u32 group = __match_any_sync(calls, k);
+            const u32 copies = __match_any_sync(calls, k);
             const V mine = value;
-            for (u32 rest = group & (group - 1); rest; rest &= rest - 1)
-                value = reduce_pair(value, __shfl_sync(group, mine, __ffs(rest) - 1), op);
-            if ((threadIdx.x & 31) != (u32)__ffs(group) - 1) return;
+            for (u32 rest = copies & (copies - 1); rest; rest &= rest - 1)
+                value = reduce_pair(value, __shfl_sync(copies, mine, __ffs(rest) - 1), op);
+            if ((threadIdx.x & 31) != (u32)__ffs(copies) - 1) return;
         }
+        // The pair this lane places (or leaves waiting) for its copies.
+        const raw w = mode == gh::MODE_APPLY ? W::pack(k, gh::to_bits<V>(value)) : word;
         const u32 sub = (u32)(g.region(k) - sub0);
         const u64 seed = seeds[sub];
         u32 xc[TL_D];
