@@ -151,75 +151,87 @@ extern "C" __global__ void gh_insert(View t, const K* keys, const V* values, u64
 // hold one key would only queue on its locks, so the lowest lane of each
 // group of equal keys inserts for the group (for insert-or-apply, the
 // group's values reduced first) and the others take its outcome. A key
-// repeated throughout a batch then costs one locked insert per warp.
+// repeated throughout a batch then costs one insert per warp.
+
+// The live lanes of this warp that hold `key`; for insert-or-apply, `value`
+// becomes their values reduced (as read, not as reduced so far).
+__device__ __forceinline__ u32 key_group(K key, V& value, bool live, u32 mode, u32 op) {
+    const u32 group = __match_any_sync(0xffffffffu, key) & __ballot_sync(0xffffffffu, live);
+    if (live && mode == gh::MODE_APPLY) {
+        const V mine = value;
+        for (u32 rest = group & (group - 1); rest; rest &= rest - 1)
+            value = reduce_pair(value, __shfl_sync(group, mine, __ffs(rest) - 1), op);
+    }
+    return group;
+}
+
+// Counts a group's outcome `r` (its leader's): one new key, the others copies.
+__device__ __forceinline__ void count_group(int r, u32 group, u64& ins, u64& ex) {
+    const u64 others = __popc(group) - 1;
+    ins += r == gh::INSERTED;
+    ex += r == gh::EXISTING ? others + 1 : r == gh::INSERTED ? others : 0;
+}
+
+// With todo flags, a refused item's flag becomes 2 as well: the host reads
+// the positions there when more than `failed_cap` were refused.
 extern "C" __global__ void gh_insert(View t, const K* keys, const V* values, u64 n, u32 mode, u32 op,
-                                     u32* failed, u64 failed_cap, u64 base, const unsigned char* todo) {
+                                     u32* failed, u64 failed_cap, u64 base, unsigned char* todo) {
     const u32 lane = threadIdx.x & 31;
     u64 ins = 0, ex = 0;
     // Whole warps step together (blockDim.x is a multiple of 32), so every
     // lane reaches the warp-wide votes; lanes past the batch's end sit out.
     for (u64 w = thread_index() - lane; w < n; w += grid_stride()) {
         const u64 i = w + lane;
-        // Items gh_apply_present took (todo[i] == 0) sit out like lanes past the end.
+        // Items gh_insert_unlocked settled (todo[i] == 0) sit out like lanes past the end.
         const bool live = i < n && (!todo || todo[i]);
         const K key = live ? keys[i] : (K)0;
         V value = live ? values[i] : gh::from_bits<V>(0);
-        const u32 group = __match_any_sync(0xffffffffu, key) & __ballot_sync(0xffffffffu, live);
+        const u32 group = key_group(key, value, live, mode, op);
         if (!live) continue;
         const int leader = __ffs(group) - 1;
-        if (mode == gh::MODE_APPLY) {
-            const V mine = value;  // shuffled as read, not as combined so far
-            for (u32 rest = group & (group - 1); rest; rest &= rest - 1)
-                value = reduce_pair(value, __shfl_sync(group, mine, __ffs(rest) - 1), op);
-        }
         int r = gh::FAILED;
         if ((int)lane == leader) {
             r = t.template insert_as<GH_SCHEME>(key, value, mode, op);
-            const u64 others = __popc(group) - 1;
-            ins += r == gh::INSERTED;
-            ex += r == gh::EXISTING ? others + 1 : r == gh::INSERTED ? others : 0;
+            count_group(r, group, ins, ex);
         }
         r = __shfl_sync(group, r, leader);
-        if (r == gh::FAILED) note_failed(t, failed, failed_cap, base + i);
+        if (r == gh::FAILED) {
+            note_failed(t, failed, failed_cap, base + i);
+            if (todo) todo[i] = 2;
+        }
     }
     block_add(&t.meta->counters[0], ins);
     block_add(&t.meta->counters[1], ex);
 }
 
-// Insert-or-apply on the locking schemes, first step: items whose key is
-// stored already are reduced into its slot without a lock (the host runs no
-// insert meanwhile, so no key moves), a warp's equal keys combined first. A
-// key repeated throughout a batch then costs an atomic per warp instead of
-// its bucket's lock per warp, for which every warp queued. todo[i] is set
-// for the other items (absent and out-of-band keys), which gh_insert then
-// takes. Existing items are counted here.
-extern "C" __global__ void gh_apply_present(View t, const K* keys, const V* values, u64 n, u32 op,
-                                            unsigned char* todo) {
+// The locking schemes' first step, without locks (the host runs no other
+// insert meanwhile, so no key moves): a stored key is updated in place and,
+// on the cuckoo schemes, an absent one claims its first EMPTY candidate slot
+// by CAS (see Engine::claim). The items left (every candidate full, and
+// out-of-band keys) get todo[i] = 1 for gh_insert. A key repeated throughout
+// a batch then costs an atomic per warp, not a lock per warp that every warp
+// queues for, and most keys of a batch into a table with room take no lock.
+extern "C" __global__ void gh_insert_unlocked(View t, const K* keys, const V* values, u64 n, u32 mode, u32 op,
+                                              unsigned char* todo) {
     const u32 lane = threadIdx.x & 31;
-    u64 ex = 0;
+    u64 ins = 0, ex = 0;
     for (u64 w = thread_index() - lane; w < n; w += grid_stride()) {
         const u64 i = w + lane;
         const bool live = i < n;
         const K key = live ? keys[i] : (K)0;
         V value = live ? values[i] : gh::from_bits<V>(0);
-        const u32 group = __match_any_sync(0xffffffffu, key) & __ballot_sync(0xffffffffu, live);
+        const u32 group = key_group(key, value, live, mode, op);
         if (!live) continue;
         const int leader = __ffs(group) - 1;
-        const V mine = value;  // shuffled as read, not as combined so far
-        for (u32 rest = group & (group - 1); rest; rest &= rest - 1)
-            value = reduce_pair(value, __shfl_sync(group, mine, __ffs(rest) - 1), op);
-        int hit = 0;
+        int r = gh::LEFT;
         if ((int)lane == leader && View::special_index(key) < 0) {
-            View::raw* slot = t.template slot_of_as<GH_SCHEME>((u64)key);
-            if (slot) {
-                t.update_value(slot, value, gh::MODE_APPLY, op);
-                hit = 1;
-                ex += __popc(group);
-            }
+            r = t.template insert_unlocked_as<GH_SCHEME>((u64)key, value, mode, op);
+            count_group(r, group, ins, ex);
         }
-        hit = __shfl_sync(group, hit, leader);
-        todo[i] = (unsigned char)!hit;
+        r = __shfl_sync(group, r, leader);
+        todo[i] = (unsigned char)(r == gh::LEFT);
     }
+    block_add(&t.meta->counters[0], ins);
     block_add(&t.meta->counters[1], ex);
 }
 #endif
@@ -1039,7 +1051,7 @@ extern "C" __global__ void __launch_bounds__(GH_PART_THREADS, 3)
     const bool empty = !__syncthreads_or(used);
     const bool placeable = __syncthreads_and(counted) && fits && empty;
 
-    u64 ins = 0, ex = 0;
+    u64 ins = 0;
     if (!(placeable &&
           place_counted(t, region, cnt, spills + r * BUILD_SPILL, first, nb, words, begin, end, &spill_count[r],
                         &ins))) {
@@ -1086,7 +1098,6 @@ extern "C" __global__ void __launch_bounds__(GH_PART_THREADS, 3)
             }
             if (hit >= 0) {
                 t.update_value(&bucket[hit], gh::from_bits<V>(W::value(desired)), mode, op);
-                ++ex;
                 placing = false;
             } else if (open < 0) {
                 ++b;  // full: the next bucket
@@ -1101,7 +1112,6 @@ extern "C" __global__ void __launch_bounds__(GH_PART_THREADS, 3)
     __syncthreads();
     for (u32 j = threadIdx.x; j < words16; j += blockDim.x) __stcg(global16 + j, shared16[j]);
     block_add(&t.meta->counters[0], ins);
-    block_add(&t.meta->counters[1], ex);
 }
 // The spilled keys of region p = r - 1 (cyclically) take the EMPTY slots of
 // region r in slot order, the j-th key the j-th EMPTY slot: the slot a
@@ -1471,7 +1481,7 @@ __device__ __forceinline__ void tl_build(const View& t, const gh::two_level::Reg
     __syncthreads();
 
     // 1. Present keys updated, free candidate slots claimed in order.
-    u64 ins = 0, ex = 0;
+    u64 ins = 0;
     const u32 begin = offsets[r], end = offsets[r + 1];
     for_bin<true>(words, begin, end, [&](const raw& word, u32 calls) {
         const u64 k = W::key(word);
@@ -1504,7 +1514,6 @@ __device__ __forceinline__ void tl_build(const View& t, const gh::two_level::Reg
             for (int s = 0; s < TL_S; ++s)
                 if (kk[s] == k) {
                     t.update_value(&region[xc[j] * TL_S + s], value, mode, op);
-                    ++ex;
                     return;
                 }
         }
@@ -1522,7 +1531,6 @@ __device__ __forceinline__ void tl_build(const View& t, const gh::two_level::Reg
                 }
                 if (hit >= 0) {
                     t.update_value(&bucket[hit], value, mode, op);
-                    ++ex;
                     return;
                 }
                 if (open < 0) break;  // full: the next candidate
@@ -1639,7 +1647,6 @@ __device__ __forceinline__ void tl_build(const View& t, const gh::two_level::Reg
             for (int s = 0; s < TL_S; ++s)
                 if (!done && kk[s] == k) {
                     t.update_value(&bucket[s], gh::from_bits<V>(W::value(w)), mode, op);
-                    ++ex;
                     done = true;
                 }
         }
@@ -1664,14 +1671,12 @@ __device__ __forceinline__ void tl_build(const View& t, const gh::two_level::Reg
             const int res = tl_place_by_warp<RB>(t, region, w, warp, seed, lane, mode, op);
             if (lane != 0) continue;
             ins += res == gh::INSERTED;
-            ex += res == gh::EXISTING;
             if (res == gh::FAILED) deferred[atomicAdd(&t.meta->counters[2], 1ull)] = w;
         }
     }
     __syncthreads();
     for (u32 j = threadIdx.x; j < words16; j += blockDim.x) __stcg(global16 + j, shared16[j]);
     block_add(&t.meta->counters[0], ins);
-    block_add(&t.meta->counters[1], ex);
 }
 
 // One block per build region r: its pairs are words[offsets[r] ..

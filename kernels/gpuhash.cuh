@@ -43,7 +43,8 @@ typedef unsigned int u32;
 
 enum InsertMode : u32 { MODE_ASSIGN = 0, MODE_IF_ABSENT = 1, MODE_APPLY = 2 };
 enum ReduceOp : u32 { REDUCE_SUM = 0, REDUCE_MIN = 1, REDUCE_MAX = 2 };
-enum Outcome : int { INSERTED = 0, EXISTING = 1, FAILED = 2 };
+// LEFT: not done by an unlocked step (gh_insert_unlocked); the locked insert decides.
+enum Outcome : int { INSERTED = 0, EXISTING = 1, FAILED = 2, LEFT = 3 };
 
 // Per-table block in device memory: counters of the last bulk call and the
 // out-of-band keys (special 0 = the all-ones key, 1 = all-ones minus one).
@@ -333,13 +334,15 @@ template <typename K, typename V> struct TableView : ViewCore<K, V> {
         return false;
     }
 
-    // The slot holding an in-slot key of a locking scheme, or null. No
-    // locks: only for kernels during which no key moves (gh_apply_present).
-    template <u32 S> __device__ __forceinline__ typename Core::raw* slot_of_as(u64 key) const {
-        if (S == GH_SCHEME_ROBIN_HOOD) return robin_hood::slot_of(*this, key);
-        if (S == GH_SCHEME_CUCKOO) return cuckoo::slot_of(*this, key);
-        if (S == GH_SCHEME_TWO_LEVEL) return two_level::slot_of(*this, key);
-        return nullptr;
+    // An insert of an in-slot key without locks, for kernels during which no
+    // key moves (gh_insert_unlocked): a stored key is updated as insert_as
+    // would; on the cuckoo schemes an absent key claims its first EMPTY
+    // candidate slot. LEFT when the key needs the locked insert.
+    template <u32 S> __device__ __forceinline__ int insert_unlocked_as(u64 key, V value, u32 mode, u32 op) const {
+        if (S == GH_SCHEME_ROBIN_HOOD) return robin_hood::insert_unlocked(*this, key, value, mode, op);
+        if (S == GH_SCHEME_CUCKOO) return cuckoo::insert_unlocked(*this, key, value, mode, op);
+        if (S == GH_SCHEME_TWO_LEVEL) return two_level::insert_unlocked(*this, key, value, mode, op);
+        return LEFT;
     }
 
     // Inserts a pair. A present key is overwritten (MODE_ASSIGN), kept

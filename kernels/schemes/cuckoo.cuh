@@ -100,6 +100,31 @@ template <typename K, typename V> struct Engine {
         return false;
     }
 
+    // Claims the first EMPTY candidate slot, in candidate order, by CAS; a
+    // copy of the key met on the way is updated instead. No locks: only for
+    // kernels during which no key moves (gh_insert_unlocked). Claims of one
+    // key meet at one slot: slots only fill meanwhile and each claim walks
+    // the same order, so a claim passes a slot only once it is full with
+    // another key. LEFT when every candidate is full.
+    __device__ int claim(const u64* xc, u64 k, V value, u32 mode, u32 op) const {
+        const raw word = W::pack(k, to_bits<V>(value));
+        for (int j = 0; j < D; ++j)
+            for (int i = 0; i < S; ++i) {
+                raw* c = cell(xc[j], i);
+                raw cur = W::load(c);
+                while (W::key(cur) == W::EMPTY_KEY) {
+                    const raw prev = W::cas(c, cur, word);
+                    if (W::eq(prev, cur)) return INSERTED;
+                    cur = prev;
+                }
+                if (W::key(cur) == k) {
+                    t.update_value(c, value, mode, op);
+                    return EXISTING;
+                }
+            }
+        return LEFT;
+    }
+
     // Searches an eviction path of at most `steps` moves from the key's full
     // candidates `xc`, reading only; `lock(b)` is asked for each bucket the
     // walk steps into. 1: found, 0: none, -1: a lock was busy (p.bucket[1..n]
@@ -348,17 +373,20 @@ __device__ __forceinline__ void candidates(const Flat<K, V>& f, u64 k, u64* xc) 
     for (int j = 0; j < Flat<K, V>::D; ++j) xc[j] = sp.cand(k, j);
 }
 
-// The slot holding `key` (candidates, then stash), or null; no locks, so
-// only for kernels during which no key moves (gh_apply_present).
+// The unlocked step (gh_insert_unlocked): a key stored in its candidates
+// or the stash is updated, else it claims a candidate slot (Engine::claim).
 template <typename K, typename V>
-__device__ __forceinline__ typename ViewCore<K, V>::raw* slot_of(const ViewCore<K, V>& t, u64 key) {
+__device__ int insert_unlocked(const ViewCore<K, V>& t, u64 k, V value, u32 mode, u32 op) {
     Flat<K, V> f(t);
     u64 xc[MAX_CHOICES];
-    candidates(f, key, xc);
+    candidates(f, k, xc);
     int j, i;
-    if (f.e.locate(xc, key, &j, &i)) return f.e.cell(xc[j], i);
-    i = f.stash_find(key);
-    return i >= 0 ? f.stash_cell(i) : nullptr;
+    typename Flat<K, V>::raw* at = nullptr;
+    if (f.e.locate(xc, k, &j, &i)) at = f.e.cell(xc[j], i);
+    else if ((i = f.stash_find(k)) >= 0) at = f.stash_cell(i);
+    if (!at) return f.e.claim(xc, k, value, mode, op);
+    t.update_value(at, value, mode, op);
+    return EXISTING;
 }
 
 // `bulk`: a bulk lookup kernel, during which nothing writes the table.
@@ -515,15 +543,17 @@ template <typename K, typename V> struct Regions {
     }
 };
 
-// The slot holding `key` in its region's current candidates, or null; no
-// locks, so only for kernels during which no key moves (gh_apply_present).
+// The unlocked step (gh_insert_unlocked): in the region's current
+// candidates, a stored key is updated, else it claims a slot (Engine::claim).
 template <typename K, typename V>
-__device__ __forceinline__ typename ViewCore<K, V>::raw* slot_of(const ViewCore<K, V>& t, u64 key) {
+__device__ int insert_unlocked(const ViewCore<K, V>& t, u64 k, V value, u32 mode, u32 op) {
     Regions<K, V> g(t);
     u64 xc[cuckoo::MAX_CHOICES];
-    g.cands(g.current(g.region(key)), key, xc);
+    g.cands(g.current(g.region(k)), k, xc);
     int j, i;
-    return g.e.locate(xc, key, &j, &i) ? g.e.cell(xc[j], i) : nullptr;
+    if (!g.e.locate(xc, k, &j, &i)) return g.e.claim(xc, k, value, mode, op);
+    t.update_value(g.e.cell(xc[j], i), value, mode, op);
+    return EXISTING;
 }
 
 template <typename K, typename V>

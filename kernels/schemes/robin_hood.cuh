@@ -177,12 +177,15 @@ __device__ __forceinline__ bool locate(const ViewCore<K, V>& t, u64 x, u64* at, 
     return false;
 }
 
-// The slot holding x, or null; no locks, so only for kernels during which
-// no key moves (gh_apply_present).
+// The unlocked step (for kernels during which no key moves): a stored x is
+// updated; an absent one is LEFT to the locked insert, which may have to
+// shift residents to place it.
 template <typename K, typename V>
-__device__ __forceinline__ typename ViewCore<K, V>::raw* slot_of(const ViewCore<K, V>& t, u64 x) {
+__device__ __forceinline__ int insert_unlocked(const ViewCore<K, V>& t, u64 x, V value, u32 mode, u32 op) {
     u64 at, v;
-    return locate(t, x, &at, &v) ? t.slots + at : nullptr;
+    if (!locate(t, x, &at, &v)) return LEFT;
+    t.update_value(t.slots + at, value, mode, op);
+    return EXISTING;
 }
 
 template <typename K, typename V>

@@ -43,8 +43,8 @@ pub(crate) struct Kernels {
     /// The region build of large batches (linear scheme only).
     pub region: Option<super::region::RegionKernels>,
     pub clean_extract: CudaFunction,
-    /// Insert-or-apply's lock-free step for stored keys (locking schemes only).
-    pub apply_present: Option<CudaFunction>,
+    /// The locking schemes' insert step without locks (gh_insert_unlocked).
+    pub unlocked: Option<CudaFunction>,
     /// The page partition of paged tables (`gh_page_*`).
     pub page: PageKernels,
 }
@@ -194,8 +194,8 @@ pub(crate) fn kernels(ctx: &Arc<CudaContext>, key_bits: u32, value: ValueKind, s
         // Linear and two-level modules have them (no failed look-ups of absent functions).
         region: if matches!(scheme, Scheme::Linear | Scheme::TwoLevel) { super::region::RegionKernels::load(ctx, &module, scheme == Scheme::Linear).map_err(dev)? } else { None },
         clean_extract: f("gh_clean_extract")?,
-        apply_present: if matches!(scheme, Scheme::RobinHood | Scheme::Cuckoo | Scheme::TwoLevel) {
-            Some(f("gh_apply_present")?)
+        unlocked: if matches!(scheme, Scheme::RobinHood | Scheme::Cuckoo | Scheme::TwoLevel) {
+            Some(f("gh_insert_unlocked")?)
         } else {
             None
         },

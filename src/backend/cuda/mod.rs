@@ -127,29 +127,54 @@ impl<T> std::ops::DerefMut for TableBuf<T> {
 /// second pass over the batch (the keys left absent); the others record
 /// every position, in a buffer grown to the batch.
 const FAILED_CAP: usize = 1 << 16;
-/// Insert-or-apply on a locking scheme: items in the first part of a batch,
-/// and in the largest later ones (see `CudaTable::insert_applying`). The
-/// first part is small so that the keys a skewed batch repeats are stored
-/// before many of their copies queue on their locks.
+/// Inserts on a locking scheme run in parts of at most [`UNLOCKED_PART`]
+/// items, each first through the step without locks (gh_insert_unlocked),
+/// then the items it left through the locked insert. Insert-or-apply on
+/// Robin Hood, whose step only updates stored keys, starts with a part of
+/// [`APPLY_FIRST_PART`] items and doubles: the keys a skewed batch repeats
+/// are stored by the first parts before many of their copies queue on
+/// their locks. The cuckoo schemes' step also claims free slots, so their
+/// parts start full.
 const APPLY_FIRST_PART: usize = 1 << 16;
-const APPLY_PART: usize = 1 << 22;
+const UNLOCKED_PART: usize = 1 << 22;
+/// A part's flag of an item gh_insert refused (gh_insert_unlocked writes 0
+/// for items it settled, 1 for those it left).
+const REFUSED_FLAG: u8 = 2;
 
-/// Items of the part of an insert-or-apply batch that starts at item `at`
-/// (on a locking scheme): the parts double from [`APPLY_FIRST_PART`].
-fn apply_part(at: usize) -> usize {
-    at.clamp(APPLY_FIRST_PART, APPLY_PART)
+/// Whether the scheme's unlocked step claims free slots (not only updates
+/// stored keys), so that it serves every insert mode.
+fn claims_unlocked(scheme: Scheme) -> bool {
+    matches!(scheme, Scheme::Cuckoo | Scheme::TwoLevel)
 }
 
-/// Flags for [`apply_part`]'s parts of a batch of `n` items on `stream`, when
-/// `mode` is insert-or-apply and the scheme has the lock-free step; `None`
-/// otherwise, or when there is no memory for them (the step is skipped).
-fn apply_flags(kernels: &Kernels, mode: InsertMode, n: usize, stream: &Arc<CudaStream>, device: Device) -> Option<CudaSlice<u8>> {
-    if !matches!(mode, InsertMode::Apply(_)) || kernels.apply_present.is_none() || n == 0 {
+/// Items of the part of a batch that starts at item `at` (see [`UNLOCKED_PART`]).
+fn unlocked_part(scheme: Scheme, at: usize) -> usize {
+    if claims_unlocked(scheme) {
+        UNLOCKED_PART
+    } else {
+        at.clamp(APPLY_FIRST_PART, UNLOCKED_PART)
+    }
+}
+
+/// Flags for the parts of an insert of `n` items in `mode` on `stream`,
+/// when the scheme has the unlocked step for that mode; `None` otherwise,
+/// or when there is no memory for them (the step is skipped: every item
+/// takes the locked insert, which stores the same).
+fn unlocked_flags(
+    kernels: &Kernels,
+    scheme: Scheme,
+    mode: InsertMode,
+    n: usize,
+    stream: &Arc<CudaStream>,
+    device: Device,
+) -> Option<CudaSlice<u8>> {
+    let wanted = matches!(mode, InsertMode::Apply(_)) || claims_unlocked(scheme);
+    if !wanted || kernels.unlocked.is_none() || n == 0 {
         return None;
     }
-    let len = APPLY_PART.min(n);
+    let len = UNLOCKED_PART.min(n);
     crate::fault::alloc_point(len as u64, device).ok()?;
-    // Safety: gh_apply_present writes every flag of a part before gh_insert reads it.
+    // Safety: gh_insert_unlocked writes every flag of a part before gh_insert reads it.
     unsafe { stream.alloc::<u8>(len) }.ok()
 }
 /// `Meta` block in u64 words (see `kernels/gpuhash.cuh`).
@@ -491,11 +516,11 @@ impl<K: Key, V: Value> CudaTable<K, V> {
     }
 
     /// One thread per key, each claiming its slot with a CAS in device memory.
-    /// Insert-or-apply on a locking scheme goes through [`Self::insert_applying`].
+    /// The locking schemes go through [`Self::insert_unlocking`] where they can.
     fn insert_plain(&mut self, keys: &CudaView<'_, K>, values: &CudaView<'_, V>, mode: InsertMode) -> Result<RawInsert> {
         let kernels = self.kernels.clone(); // not borrowed from `self`, which changes below
-        if let (InsertMode::Apply(_), Some(present)) = (mode, &kernels.apply_present) {
-            if let Some(out) = self.insert_applying(present, &kernels.insert, keys, values, mode)? {
+        if let Some(unlocked) = &kernels.unlocked {
+            if let Some(out) = self.insert_unlocking(unlocked, &kernels.insert, keys, values, mode)? {
                 return Ok(out);
             }
         }
@@ -503,29 +528,29 @@ impl<K: Key, V: Value> CudaTable<K, V> {
         self.insert_with(&kernels.insert, launch, keys, values, mode, None)
     }
 
-    /// Insert-or-apply on a locking scheme: in parts of growing size (from
-    /// [`APPLY_FIRST_PART`] to [`APPLY_PART`] items), each first reduced
-    /// without locks into the keys stored already (gh_apply_present), then
-    /// the rest inserted under locks. Keys that repeat across a batch are
-    /// stored by its first parts, so the later ones take no lock for them.
-    /// `None` (nothing done) when there is no memory for the part flags.
-    fn insert_applying(
+    /// An insert on a locking scheme in parts ([`unlocked_part`]), each first
+    /// through the step without locks, then the items it left under locks.
+    /// `None` (nothing done) when the scheme has no such step for `mode`, or
+    /// there is no memory for the part flags.
+    fn insert_unlocking(
         &mut self,
-        present: &CudaFunction,
+        unlocked: &CudaFunction,
         insert: &CudaFunction,
         keys: &CudaView<'_, K>,
         values: &CudaView<'_, V>,
         mode: InsertMode,
     ) -> Result<Option<RawInsert>> {
-        let n = keys.len();
-        let Some(mut todo) = apply_flags(&self.kernels, mode, n, &self.stream, self.device()) else { return Ok(None) };
+        let (n, scheme) = (keys.len(), self.config.scheme);
+        let Some(mut todo) = unlocked_flags(&self.kernels, scheme, mode, n, &self.stream, self.device()) else {
+            return Ok(None);
+        };
         let mut out = RawInsert::default();
         let mut at = 0usize;
         while at < n {
-            let end = (at + apply_part(at)).min(n);
+            let end = (at + unlocked_part(scheme, at)).min(n);
             let (k, v) = (keys.slice(at..end), values.slice(at..end));
             let launch = self.insert_grid((end - at) as u64);
-            let got = self.insert_with(insert, launch, &k, &v, mode, Some((present, &mut todo)))?;
+            let got = self.insert_with(insert, launch, &k, &v, mode, Some((unlocked, &mut todo)))?;
             out.inserted += got.inserted;
             out.existing += got.existing;
             out.failed.extend(got.failed.into_iter().map(|p| p + at));
@@ -542,24 +567,29 @@ impl<K: Key, V: Value> CudaTable<K, V> {
         keys: &CudaView<'_, K>,
         values: &CudaView<'_, V>,
         mode: InsertMode,
-        present: Option<(&CudaFunction, &mut CudaSlice<u8>)>,
+        unlocked: Option<(&CudaFunction, &mut CudaSlice<u8>)>,
     ) -> Result<RawInsert> {
         let n = keys.len() as u64;
         if n == 0 {
             return Ok(RawInsert::default());
         }
-        let cap = self.failure_room(n)?;
+        let (unlocked, mut todo) = unlocked.unzip();
+        // With the unlocked step's flags, the insert also marks its refusals
+        // there (REFUSED_FLAG): a short failure buffer serves any batch, the
+        // flags giving the positions when it overflows. (Growing the buffer
+        // to the batch cost a small batch more than its kernels.)
+        let cap = self.failure_room(if todo.is_some() { 0 } else { n })?;
         self.zero_counters()?;
         let (m, op) = mode_codes(mode);
         let view = self.view(); // the kernel writes: the table is no longer known EMPTY
         let base = 0u64;
-        // The items gh_apply_present left to the insert (all of them without it).
+        // The items gh_insert_unlocked left to the insert (all of them without it).
         let mut todo_ptr = 0u64;
         let mut todo_record = None;
-        if let Some((present, todo)) = present {
-            let mut b = self.stream.launch_builder(present);
-            b.arg(&view).arg(keys).arg(values).arg(&n).arg(&op).arg(&mut *todo);
-            // Safety: the arguments match gh_apply_present's signature; `todo`
+        if let (Some(unlocked), Some(todo)) = (unlocked, todo.as_deref_mut()) {
+            let mut b = self.stream.launch_builder(unlocked);
+            b.arg(&view).arg(keys).arg(values).arg(&n).arg(&m).arg(&op).arg(&mut *todo);
+            // Safety: the arguments match gh_insert_unlocked's signature; `todo`
             // holds at least n flags.
             unsafe { b.launch(self.key_grid(n)) }.map_err(|e| self.err(e))?;
             let (p, record) = todo.device_ptr(&self.stream);
@@ -581,6 +611,10 @@ impl<K: Key, V: Value> CudaTable<K, V> {
             let mut f = vec![0u32; nfailed as usize];
             self.stream.memcpy_dtoh(&self.failed.slice(0..nfailed as usize), &mut f).map_err(|e| self.err(e))?;
             f.into_iter().map(|i| i as usize).collect()
+        } else if let Some(todo) = todo {
+            let mut flags = vec![0u8; n as usize];
+            self.stream.memcpy_dtoh(&todo.slice(0..n as usize), &mut flags).map_err(|e| self.err(e))?;
+            flags.iter().enumerate().filter(|&(_, &f)| f == REFUSED_FLAG).map(|(i, _)| i).collect()
         } else {
             debug_assert!(self.config.scheme.refusals_are_final(), "failure buffer sized to the batch");
             self.collect_absent(keys, nfailed)?

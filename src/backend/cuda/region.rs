@@ -577,7 +577,7 @@ impl<K: Key, V: Value> CudaTable<K, V> {
         }
 
         let meta = self.read_meta()?;
-        // meta[1] (copies the kernels saw settle) undercounts here; see below.
+        // The build kernels count new keys only (meta[1] is not theirs); see below.
         let (inserted, ndeferred) = (meta[0], meta[2]);
         // Out-of-band keys are always deferred, so every key counted here took a slot.
         self.live += inserted;

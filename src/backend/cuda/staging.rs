@@ -389,9 +389,10 @@ impl<K: Key, V: Value> CudaTable<K, V> {
             let (ptr, _record) = self.failed.device_ptr(&self.stream);
             ptr
         };
-        // Insert-or-apply on a locking scheme: each part first reduced into
-        // the keys stored already, without locks (see `insert_applying`).
-        let todo = super::apply_flags(&self.kernels, mode, n, &self.stream, Device::Cuda(self.ctx.ordinal()));
+        // A locking scheme: each part first through the step without locks
+        // (see `insert_unlocking`).
+        let scheme = self.config.scheme;
+        let todo = super::unlocked_flags(&self.kernels, scheme, mode, n, &self.stream, Device::Cuda(self.ctx.ordinal()));
         let todo_ptr = todo.as_ref().map(|t| t.device_ptr(&self.stream).0);
         let this = &*self;
         this.staging.with(&this.stream, |st| {
@@ -404,14 +405,14 @@ impl<K: Key, V: Value> CudaTable<K, V> {
                     let (k0, v0) = (input, input + off[1] as u64);
                     let mut at = 0usize;
                     while at < r.len() {
-                        let end = if todo_ptr.is_some() { (at + super::apply_part(r.start + at)).min(r.len()) } else { r.len() };
+                        let end = if todo_ptr.is_some() { (at + super::unlocked_part(scheme, r.start + at)).min(r.len()) } else { r.len() };
                         let (k, v) = (k0 + (at * ks) as u64, v0 + (at * vs) as u64);
                         let (len, base) = ((end - at) as u64, (r.start + at) as u64);
-                        if let (Some(t), Some(present)) = (todo_ptr, &this.kernels.apply_present) {
-                            let mut b = this.stream.launch_builder(present);
-                            b.arg(&view).arg(&k).arg(&v).arg(&len).arg(&op).arg(&t);
-                            // Safety: the arguments match gh_apply_present's signature;
-                            // `t` holds at least `len` flags (parts are at most APPLY_PART).
+                        if let (Some(t), Some(unlocked)) = (todo_ptr, &this.kernels.unlocked) {
+                            let mut b = this.stream.launch_builder(unlocked);
+                            b.arg(&view).arg(&k).arg(&v).arg(&len).arg(&m).arg(&op).arg(&t);
+                            // Safety: the arguments match gh_insert_unlocked's signature;
+                            // `t` holds at least `len` flags (parts are at most UNLOCKED_PART).
                             unsafe { b.launch(this.key_grid(len)) }.map_err(|e| this.staged_launch_error(e))?;
                         }
                         let todo = todo_ptr.unwrap_or(0); // null: every item

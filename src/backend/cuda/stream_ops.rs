@@ -320,7 +320,7 @@ impl<K: Key, V: Value> CudaTable<K, V> {
         let (m, op) = mode_codes(mode);
         let (cap, base) = (n, 0u64);
         let mut b = stream.launch_builder(&self.kernels.insert);
-        let todo = 0u64; // every item (no gh_apply_present step on async calls)
+        let todo = 0u64; // every item (no gh_insert_unlocked step on async calls)
         let failed = &mut bufs.get_mut().failed;
         b.arg(&view).arg(keys).arg(values).arg(&n).arg(&m).arg(&op).arg(failed).arg(&cap).arg(&base).arg(&todo);
         // Safety: the arguments match gh_insert's signature; `failed` has room
