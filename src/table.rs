@@ -361,9 +361,13 @@ impl<K: Key, V: Value> HashTable<K, V> {
     pub fn set_growth(&mut self, on: bool) {
         self.growth = on;
     }
-    /// Bytes of table memory per slot.
+    /// Bytes of table memory per slot (8 when a key and a value fit in 8
+    /// bytes, else 16), known from the types alone.
+    pub const SLOT_BYTES: usize = K::Word::<V>::BYTES;
+
+    /// Bytes of table memory per slot: [`Self::SLOT_BYTES`].
     pub fn slot_bytes(&self) -> usize {
-        K::Word::<V>::BYTES
+        Self::SLOT_BYTES
     }
 
     /// Inserts pairs, overwriting the values of keys already present.

@@ -160,10 +160,16 @@ pub fn scaled(n: usize) -> usize {
 /// which GPU-only bugs showed; the GPU bundle runs them), and a sixteenth of
 /// `small` with `GPUHASH_TEST_SCALE=small`.
 pub fn sized(small: usize, full: usize) -> usize {
-    match std::env::var("GPUHASH_TEST_SCALE").as_deref() {
-        Ok("full") => full,
-        _ => scaled(small),
+    if full_scale() {
+        full
+    } else {
+        scaled(small)
     }
+}
+
+/// Whether the tests run at full scale (`GPUHASH_TEST_SCALE=full`).
+pub fn full_scale() -> bool {
+    std::env::var("GPUHASH_TEST_SCALE").as_deref() == Ok("full")
 }
 
 /// Rounds of a test that repeats calls: `n`, or a fifth of it (at least
