@@ -65,6 +65,15 @@ template <> __device__ __forceinline__ double reduce_pair<double>(double a, doub
     return op == gh::REDUCE_SUM ? a + b : op == gh::REDUCE_MIN ? fmin(a, b) : fmax(a, b);
 }
 
+// The values `mine` of the lanes in `group` (every one of them calls this)
+// reduced as `op` says: the result is whole in the group's lowest lane.
+template <typename T> __device__ __forceinline__ T reduce_group(u32 group, T mine, u32 op) {
+    T value = mine;
+    for (u32 rest = group & (group - 1); rest; rest &= rest - 1)
+        value = reduce_pair(value, __shfl_sync(group, mine, __ffs(rest) - 1), op);
+    return value;
+}
+
 #if GH_SCHEME == GH_SCHEME_HASHINATOR
 // Hashinator: a team of t.param lanes per key (kernels/schemes/hashinator.cuh);
 // the host launches keys * team threads. Team k serves keys k, k + teams, ...
@@ -154,14 +163,10 @@ extern "C" __global__ void gh_insert(View t, const K* keys, const V* values, u64
 // repeated throughout a batch then costs one insert per warp.
 
 // The live lanes of this warp that hold `key`; for insert-or-apply, `value`
-// becomes their values reduced (as read, not as reduced so far).
+// becomes their values reduced (whole in the group's lowest lane, the leader).
 __device__ __forceinline__ u32 key_group(K key, V& value, bool live, u32 mode, u32 op) {
     const u32 group = __match_any_sync(0xffffffffu, key) & __ballot_sync(0xffffffffu, live);
-    if (live && mode == gh::MODE_APPLY) {
-        const V mine = value;
-        for (u32 rest = group & (group - 1); rest; rest &= rest - 1)
-            value = reduce_pair(value, __shfl_sync(group, mine, __ffs(rest) - 1), op);
-    }
+    if (live && mode == gh::MODE_APPLY) value = reduce_group(group, value, op);
     return group;
 }
 
@@ -753,10 +758,7 @@ __device__ __forceinline__ void region_scatter(View t, u32 shift, u32 bins, cons
                 const u32 merging = __ballot_sync(0xffffffffu, into != NONE);
                 if (into != NONE) {
                     const u32 group = __match_any_sync(merging, into);
-                    const V mine = in_values[j];
-                    V value = mine;
-                    for (u32 rest = group & (group - 1); rest; rest &= rest - 1)
-                        value = reduce_pair(value, __shfl_sync(group, mine, __ffs(rest) - 1), combine);
+                    const V value = reduce_group(group, in_values[j], combine);
                     if (lane == (u32)__ffs(group) - 1) gh::atomic_reduce<V>(&in_values[into], combine, value);
                 }
             }
@@ -1492,9 +1494,7 @@ __device__ __forceinline__ void tl_build(const View& t, const gh::two_level::Reg
             // per partition tile) would otherwise queue on the slot's
             // shared word, and a 64-bit reduction there spins on a CAS.
             const u32 copies = __match_any_sync(calls, k);
-            const V mine = value;
-            for (u32 rest = copies & (copies - 1); rest; rest &= rest - 1)
-                value = reduce_pair(value, __shfl_sync(copies, mine, __ffs(rest) - 1), op);
+            value = reduce_group(copies, value, op);
             if ((threadIdx.x & 31) != (u32)__ffs(copies) - 1) return;
         }
         // The pair this lane places (or leaves waiting) for its copies.
