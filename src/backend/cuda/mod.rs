@@ -156,27 +156,6 @@ fn unlocked_part(scheme: Scheme, at: usize) -> usize {
     }
 }
 
-/// Flags for the parts of an insert of `n` items in `mode` on `stream`,
-/// when the scheme has the unlocked step for that mode; `None` otherwise,
-/// or when there is no memory for them (the step is skipped: every item
-/// takes the locked insert, which stores the same).
-fn unlocked_flags(
-    kernels: &Kernels,
-    scheme: Scheme,
-    mode: InsertMode,
-    n: usize,
-    stream: &Arc<CudaStream>,
-    device: Device,
-) -> Option<CudaSlice<u8>> {
-    let wanted = matches!(mode, InsertMode::Apply(_)) || claims_unlocked(scheme);
-    if !wanted || kernels.unlocked.is_none() || n == 0 {
-        return None;
-    }
-    let len = UNLOCKED_PART.min(n);
-    crate::fault::alloc_point(len as u64, device).ok()?;
-    // Safety: gh_insert_unlocked writes every flag of a part before gh_insert reads it.
-    unsafe { stream.alloc::<u8>(len) }.ok()
-}
 /// `Meta` block in u64 words (see `kernels/gpuhash.cuh`).
 const META_WORDS: usize = 8;
 const META_STATE: usize = 6;
@@ -321,6 +300,9 @@ pub struct CudaTable<K: Key, V: Value> {
     staging: staging::LazyStaging,
     /// Device scratch of finished async inserts, for the next ones.
     async_pool: Arc<Mutex<Vec<stream_ops::AsyncBuffers>>>,
+    /// The unlocked step's part flags (see [`UNLOCKED_PART`]), kept for
+    /// the next insert rather than allocated at every call.
+    flags: Option<CudaSlice<u8>>,
     _types: PhantomData<(K, V)>,
 }
 
@@ -371,6 +353,7 @@ impl<K: Key, V: Value> CudaTable<K, V> {
             sms,
             staging: Default::default(),
             async_pool: Default::default(),
+            flags: None,
             _types: PhantomData,
         })
     }
@@ -541,7 +524,7 @@ impl<K: Key, V: Value> CudaTable<K, V> {
         mode: InsertMode,
     ) -> Result<Option<RawInsert>> {
         let (n, scheme) = (keys.len(), self.config.scheme);
-        let Some(mut todo) = unlocked_flags(&self.kernels, scheme, mode, n, &self.stream, self.device()) else {
+        let Some(mut todo) = self.take_flags(mode, n) else {
             return Ok(None);
         };
         let mut out = RawInsert::default();
@@ -556,7 +539,27 @@ impl<K: Key, V: Value> CudaTable<K, V> {
             out.failed.extend(got.failed.into_iter().map(|p| p + at));
             at = end;
         }
+        self.flags = Some(todo);
         Ok(Some(out))
+    }
+
+    /// The part flags for an insert of `n` items in `mode`: the table's own
+    /// if long enough (give them back to `self.flags` after the call), else
+    /// new ones. `None` when the scheme has no unlocked step for `mode`, or
+    /// there is no memory for them (the step is skipped: every item takes
+    /// the locked insert, which stores the same).
+    fn take_flags(&mut self, mode: InsertMode, n: usize) -> Option<CudaSlice<u8>> {
+        let wanted = matches!(mode, InsertMode::Apply(_)) || claims_unlocked(self.config.scheme);
+        if !wanted || self.kernels.unlocked.is_none() || n == 0 {
+            return None;
+        }
+        let len = UNLOCKED_PART.min(n);
+        if let Some(kept) = self.flags.take().filter(|f| f.len() >= len) {
+            return Some(kept);
+        }
+        crate::fault::alloc_point(len as u64, self.device()).ok()?;
+        // Safety: gh_insert_unlocked writes every flag of a part before gh_insert reads it.
+        unsafe { self.stream.alloc::<u8>(len) }.ok()
     }
 
     /// An insert by `kernel`, gh_insert or a kernel of its signature.

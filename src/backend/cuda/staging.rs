@@ -392,7 +392,7 @@ impl<K: Key, V: Value> CudaTable<K, V> {
         // A locking scheme: each part first through the step without locks
         // (see `insert_unlocking`).
         let scheme = self.config.scheme;
-        let todo = super::unlocked_flags(&self.kernels, scheme, mode, n, &self.stream, Device::Cuda(self.ctx.ordinal()));
+        let todo = self.take_flags(mode, n);
         let todo_ptr = todo.as_ref().map(|t| t.device_ptr(&self.stream).0);
         let this = &*self;
         this.staging.with(&this.stream, |st| {
@@ -430,7 +430,7 @@ impl<K: Key, V: Value> CudaTable<K, V> {
             )
         })?;
         let meta = self.read_meta()?;
-        drop(todo); // after the stream passed its last use (read_meta waits)
+        self.flags = todo; // kept for the next insert (read_meta waited for their last use)
         let (inserted, existing, nfailed) = (meta[0], meta[1], meta[2]);
         let mut failed: Vec<usize> = if nfailed == 0 {
             Vec::new()
