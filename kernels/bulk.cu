@@ -185,10 +185,25 @@ extern "C" __global__ void gh_insert(View t, const K* keys, const V* values, u64
     u64 ins = 0, ex = 0;
     // Whole warps step together (blockDim.x is a multiple of 32), so every
     // lane reaches the warp-wide votes; lanes past the batch's end sit out.
-    for (u64 w = thread_index() - lane; w < n; w += grid_stride()) {
-        const u64 i = w + lane;
-        // Items gh_insert_unlocked settled (todo[i] == 0) sit out like lanes past the end.
-        const bool live = i < n && (!todo || todo[i]);
+    u64 w = thread_index() - lane;
+    while (w < n) {
+        // The warp's next items: with todo flags, the items gh_insert_unlocked
+        // left (todo[i] != 0) from as many of the warp's 32-item chunks as
+        // fit in 32 lanes, in batch order. A round costs a locked insert's
+        // latency if any lane is live, and the step leaves a few items per
+        // chunk: a chunk per round took 16 rounds of a 2^20-key batch.
+        u64 i = n;  // none
+        for (u32 have = 0; w < n;) {
+            const bool left = w + lane < n && (!todo || todo[w + lane]);
+            const u32 ballot = __ballot_sync(0xffffffffu, left);
+            const u32 count = __popc(ballot);
+            if (have + count > 32) break;  // the next round takes this chunk whole
+            if (lane >= have && lane < have + count) i = w + __fns(ballot, 0, (int)(lane - have) + 1);
+            have += count;
+            w += grid_stride();
+            if (!todo) break;  // every item is live: one chunk a round
+        }
+        const bool live = i < n;
         const K key = live ? keys[i] : (K)0;
         V value = live ? values[i] : gh::from_bits<V>(0);
         const u32 group = key_group(key, value, live, mode, op);

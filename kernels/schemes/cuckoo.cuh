@@ -125,6 +125,47 @@ template <typename K, typename V> struct Engine {
         return LEFT;
     }
 
+    // The unlocked step's read of a key's candidates: every bucket loaded by
+    // loads issued together (as scan_bucket_whole), then looked at. Returns
+    // the slot holding `key` (null if none) and sets `empty` to the first
+    // EMPTY slot in candidate order (null if none). locate and then claim
+    // took a round trip per slot, most of a small batch's step.
+    __device__ __forceinline__ raw* snapshot(const u64* xc, u64 key, raw** empty) const {
+        constexpr int PER_LOAD = 16 / C::WORD_BYTES;
+        ulonglong2 lo[D], hi[D];
+#pragma unroll
+        for (int j = 0; j < D; ++j) {
+            lo[j] = C::load16(cell(xc[j], 0));
+            hi[j] = C::load16((const ulonglong2*)cell(xc[j], 0) + 1);
+        }
+        raw *at = nullptr, *e = nullptr;
+#pragma unroll
+        for (int j = 0; j < D; ++j) {
+            auto f = [&](int i, u64 kk, u64) {
+                if (kk == key) {
+                    at = cell(xc[j], i);
+                    return true;
+                }
+                if (kk == W::EMPTY_KEY && !e) e = cell(xc[j], i);
+                return false;
+            };
+            if (t.visit16(lo[j], 0, f) || t.visit16(hi[j], PER_LOAD, f)) break;
+        }
+        *empty = e;
+        return at;
+    }
+
+    // claim, starting with a CAS on `empty`, the first EMPTY candidate slot
+    // a snapshot saw of a key it did not hold. A slot seen full stays full
+    // (nothing moves during the step), so a copy of the key claimed since
+    // sits at or after `empty`: a lost CAS goes on as claim, which meets it.
+    __device__ __forceinline__ int claim_seen(raw* empty, const u64* xc, u64 k, V value, u32 mode, u32 op) const {
+        if (!empty) return LEFT;
+        const raw prev = W::cas(empty, W::empty(), W::pack(k, to_bits<V>(value)));
+        if (W::eq(prev, W::empty())) return INSERTED;
+        return claim(xc, k, value, mode, op);
+    }
+
     // Searches an eviction path of at most `steps` moves from the key's full
     // candidates `xc`, reading only; `lock(b)` is asked for each bucket the
     // walk steps into. 1: found, 0: none, -1: a lock was busy (p.bucket[1..n]
@@ -380,11 +421,11 @@ __device__ int insert_unlocked(const ViewCore<K, V>& t, u64 k, V value, u32 mode
     Flat<K, V> f(t);
     u64 xc[MAX_CHOICES];
     candidates(f, k, xc);
-    int j, i;
-    typename Flat<K, V>::raw* at = nullptr;
-    if (f.e.locate(xc, k, &j, &i)) at = f.e.cell(xc[j], i);
-    else if ((i = f.stash_find(k)) >= 0) at = f.stash_cell(i);
-    if (!at) return f.e.claim(xc, k, value, mode, op);
+    typename Flat<K, V>::raw* empty;
+    typename Flat<K, V>::raw* at = f.e.snapshot(xc, k, &empty);
+    int i;
+    if (!at && (i = f.stash_find(k)) >= 0) at = f.stash_cell(i);
+    if (!at) return f.e.claim_seen(empty, xc, k, value, mode, op);
     t.update_value(at, value, mode, op);
     return EXISTING;
 }
@@ -550,9 +591,10 @@ __device__ int insert_unlocked(const ViewCore<K, V>& t, u64 k, V value, u32 mode
     Regions<K, V> g(t);
     u64 xc[cuckoo::MAX_CHOICES];
     g.cands(g.current(g.region(k)), k, xc);
-    int j, i;
-    if (!g.e.locate(xc, k, &j, &i)) return g.e.claim(xc, k, value, mode, op);
-    t.update_value(g.e.cell(xc[j], i), value, mode, op);
+    typename Regions<K, V>::raw* empty;
+    typename Regions<K, V>::raw* at = g.e.snapshot(xc, k, &empty);
+    if (!at) return g.e.claim_seen(empty, xc, k, value, mode, op);
+    t.update_value(at, value, mode, op);
     return EXISTING;
 }
 
