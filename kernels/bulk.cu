@@ -1037,7 +1037,7 @@ __device__ bool place_counted(const View& t, View::raw* region, u32* cnt, View::
 // where the host knows every slot is EMPTY: the table is not read.
 extern "C" __global__ void __launch_bounds__(GH_PART_THREADS, 3)
     gh_region_build(View t, const u32* offsets, const View::raw* words, View::raw* spills, u32* spill_count,
-                    View::raw* deferred, u32 mode, u32 op, u32 try_count, u32 fresh, const u32*, const unsigned char*) {
+                    View::raw* deferred, u32 mode, u32 op, u32 try_count, u32 fresh, const u32*) {
     typedef View::raw raw;
     typedef View::W W;
     extern __shared__ __align__(16) unsigned char smem[];
@@ -1702,13 +1702,13 @@ __device__ __forceinline__ void tl_build(const View& t, const gh::two_level::Reg
 // table is not read.
 extern "C" __global__ void __launch_bounds__(GH_PART_THREADS, 3)
     gh_region_build(View t, const u32* offsets, const View::raw* words, View::raw* spills, u32* spill_count,
-                    View::raw* deferred, u32 mode, u32 op, u32 try_count, u32 fresh, const u32* skewed,
-                    const unsigned char* heavy) {
+                    View::raw* deferred, u32 mode, u32 op, u32 try_count, u32 fresh, const u32* skewed) {
     const gh::two_level::Regions<K, V> g(t);
-    // The partition's combining leaves a copy per tile of a hot key in the
-    // heavy regions of a skewed insert-or-apply batch: only their blocks
-    // group a warp's copies (a match per warp cost uniform u64 batches 13%).
-    const bool group = mode == gh::MODE_APPLY && *skewed && heavy[blockIdx.x];
+    // The partition's combining leaves a copy per tile of a hot key in a
+    // skewed insert-or-apply batch: only such batches group a warp's copies
+    // (a match per warp cost uniform u64 batches 13%; grouping only in the
+    // regions the scan marked heavy cost zipf batches 25%).
+    const bool group = mode == gh::MODE_APPLY && *skewed;
     if (g.rb == GH_CUCKOO_LARGE_REGION_BUCKETS)
         tl_build<GH_CUCKOO_LARGE_REGION_BUCKETS>(t, g, offsets, words, deferred, mode, op, fresh, group);
     else tl_build<GH_CUCKOO_REGION_BUCKETS>(t, g, offsets, words, deferred, mode, op, fresh, group);

@@ -560,7 +560,7 @@ impl<K: Key, V: Value> CudaTable<K, V> {
         let fresh = self.pristine.swap(false, Ordering::Relaxed) as u32;
         let mut b = stream.launch_builder(&rk.build);
         b.arg(&view).arg(&*offsets).arg(&*words).arg(&mut *spills).arg(&mut *spill_count);
-        b.arg(&mut *deferred).arg(&m).arg(&op).arg(&try_count).arg(&fresh).arg(&*skewed).arg(&*heavy);
+        b.arg(&mut *deferred).arg(&m).arg(&op).arg(&try_count).arg(&fresh).arg(&*skewed);
         // Safety: arguments match gh_region_build; one block per region, each
         // with the region and its counters in shared memory; offsets[regions]
         // is at most n, the deferred list holds n words, the spill lists
