@@ -129,7 +129,7 @@ template <typename K, typename V> struct Engine {
     // loads issued together (as scan_bucket_whole), then looked at. Returns
     // the slot holding `key` (null if none) and sets `empty` to the first
     // EMPTY slot in candidate order (null if none). locate and then claim
-    // took a round trip per slot, most of a small batch's step.
+    // had taken a round trip per slot, reading the first bucket twice.
     __device__ __forceinline__ raw* snapshot(const u64* xc, u64 key, raw** empty) const {
         constexpr int PER_LOAD = 16 / C::WORD_BYTES;
         ulonglong2 lo[D], hi[D];
