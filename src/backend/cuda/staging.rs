@@ -450,6 +450,7 @@ impl<K: Key, V: Value> CudaTable<K, V> {
         };
         failed.sort_unstable();
         self.account_insert(&meta);
+        self.release_failure_room();
         Ok(RawInsert { inserted, existing, failed })
     }
 
