@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock};
 
-use cudarc::driver::{CudaContext, CudaFunction};
+use cudarc::driver::{CudaContext, CudaFunction, CudaModule};
 use cudarc::nvrtc::{compile_ptx_with_opts, CompileOptions, Ptx};
 
 use crate::core::constants::cuda_header;
@@ -120,7 +120,10 @@ fn fnv1a(parts: &[&str]) -> u64 {
     h
 }
 
-fn cache_dir() -> Option<PathBuf> {
+/// The directory of the disk cache of compiled modules: `GPUHASH_CACHE_DIR`,
+/// else `$XDG_CACHE_HOME/gpuhash`, else `~/.cache/gpuhash` (`None` without
+/// any of them: modules are then compiled in every process).
+pub fn cache_dir() -> Option<PathBuf> {
     if let Some(d) = std::env::var_os("GPUHASH_CACHE_DIR") {
         return Some(PathBuf::from(d));
     }
@@ -130,23 +133,54 @@ fn cache_dir() -> Option<PathBuf> {
     std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache").join("gpuhash"))
 }
 
-/// Compiles (or reads from the disk cache) the PTX of one module.
-pub fn ptx_for(key_bits: u32, value: ValueKind, scheme: Scheme, arch: &'static str) -> Result<String> {
+/// The cache file of one module under `dir`: named by a hash of the sources
+/// and every compile option, so a changed kernel or option never reads a
+/// stale file. Machine code for one GPU (`arch` `sm_XY`) is a `.cubin`,
+/// PTX (`compute_XY`) a `.ptx`.
+pub fn cache_file(dir: &std::path::Path, key_bits: u32, value: ValueKind, scheme: Scheme, arch: &'static str) -> PathBuf {
     let src = full_source();
     let opts = compile_options(key_bits, value, scheme, arch);
     let mut parts: Vec<&str> = vec![&src];
     parts.extend(opts.iter().map(String::as_str));
-    let key = fnv1a(&parts);
-    let path = cache_dir().map(|d| d.join(format!("bulk-{key:016x}.ptx")));
-    if let Some(p) = &path {
-        if let Ok(ptx) = std::fs::read_to_string(p) {
-            return Ok(ptx);
-        }
+    let ext = if arch.starts_with("sm_") { "cubin" } else { "ptx" };
+    dir.join(format!("bulk-{:016x}.{ext}", fnv1a(&parts)))
+}
+
+/// Compiles (or reads from the disk cache) the PTX of one module.
+pub fn ptx_for(key_bits: u32, value: ValueKind, scheme: Scheme, arch: &'static str) -> Result<String> {
+    ptx_in(cache_dir().as_deref(), key_bits, value, scheme, arch)
+}
+
+/// [`ptx_for`] with the cache in `dir` (none: compiled, not cached).
+pub fn ptx_in(dir: Option<&std::path::Path>, key_bits: u32, value: ValueKind, scheme: Scheme, arch: &'static str) -> Result<String> {
+    let path = dir.map(|d| cache_file(d, key_bits, value, scheme, arch));
+    let bytes = cached(path, || {
+        let options = CompileOptions { options: compile_options(key_bits, value, scheme, arch), ..Default::default() };
+        let ptx = compile_ptx_with_opts(full_source(), options).map_err(|e| nvrtc_error(format!("{e:?}")))?;
+        Ok(ptx.to_src().into_bytes())
+    })?;
+    String::from_utf8(bytes).map_err(|_| nvrtc_error("the cached PTX is not text".into()))
+}
+
+/// The machine code of one module for one GPU architecture (`sm`, such as
+/// `sm_90`), compiled by NVRTC or read from the cache in `dir`. A process
+/// loads it without the driver's translation of PTX, which takes seconds a
+/// module.
+pub fn cubin_in(dir: Option<&std::path::Path>, key_bits: u32, value: ValueKind, scheme: Scheme, sm: &'static str) -> Result<Vec<u8>> {
+    let path = dir.map(|d| cache_file(d, key_bits, value, scheme, sm));
+    cached(path, || compile_cubin(&full_source(), &compile_options(key_bits, value, scheme, sm)))
+}
+
+fn nvrtc_error(message: String) -> Error {
+    Error::Device { device: "nvrtc".into(), message: format!("kernel compilation failed: {message}") }
+}
+
+/// The bytes in the cache file `path`, or else `compile`'s, then written there.
+fn cached(path: Option<PathBuf>, compile: impl FnOnce() -> Result<Vec<u8>>) -> Result<Vec<u8>> {
+    if let Some(bytes) = path.as_ref().and_then(|p| std::fs::read(p).ok()).filter(|b| !b.is_empty()) {
+        return Ok(bytes);
     }
-    let options = CompileOptions { options: opts, ..Default::default() };
-    let ptx = compile_ptx_with_opts(&src, options)
-        .map_err(|e| Error::Device { device: "nvrtc".into(), message: format!("kernel compilation failed: {e:?}") })?
-        .to_src();
+    let bytes = compile()?;
     if let Some(p) = &path {
         // The cache is an optimisation: a read-only home must not fail the call.
         // The file appears whole (written aside, then renamed); the aside name
@@ -156,11 +190,61 @@ pub fn ptx_for(key_bits: u32, value: ValueKind, scheme: Scheme, arch: &'static s
         static WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         let n = WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let tmp = p.with_extension(format!("tmp{}-{n}", std::process::id()));
-        if std::fs::create_dir_all(p.parent().unwrap()).is_ok() && std::fs::write(&tmp, &ptx).is_ok() {
+        if std::fs::create_dir_all(p.parent().unwrap()).is_ok() && std::fs::write(&tmp, &bytes).is_ok() {
             let _ = std::fs::rename(&tmp, p);
         }
     }
-    Ok(ptx)
+    Ok(bytes)
+}
+
+/// NVRTC's machine code for `src` (cudarc's safe API returns PTX only).
+fn compile_cubin(src: &str, options: &[String]) -> Result<Vec<u8>> {
+    use cudarc::nvrtc::{result, sys};
+    let src = std::ffi::CString::new(src).map_err(|_| nvrtc_error("a NUL byte in the sources".into()))?;
+    let prog = result::create_program(&src, None).map_err(|e| nvrtc_error(format!("{e:?}")))?;
+    // Safety: `prog` was created above and is destroyed once, after its last use.
+    let out = unsafe {
+        match result::compile_program(prog, options) {
+            Err(e) => {
+                let log = result::get_program_log(prog)
+                    .map(|l| std::ffi::CStr::from_ptr(l.as_ptr()).to_string_lossy().into_owned())
+                    .unwrap_or_default();
+                Err(nvrtc_error(format!("{e:?}: {log}")))
+            }
+            Ok(()) => {
+                let mut size = 0usize;
+                sys::nvrtcGetCUBINSize(prog, &mut size)
+                    .result()
+                    .and_then(|()| {
+                        let mut cubin = vec![0u8; size];
+                        sys::nvrtcGetCUBIN(prog, cubin.as_mut_ptr().cast()).result().map(|()| cubin)
+                    })
+                    .map_err(|e| nvrtc_error(format!("{e:?}")))
+                    // A virtual architecture yields no machine code.
+                    .and_then(|c| if c.is_empty() { Err(nvrtc_error("no machine code (a compute_ architecture?)".into())) } else { Ok(c) })
+            }
+        }
+    };
+    let _ = unsafe { result::destroy_program(prog) };
+    out
+}
+
+/// A module for `ctx`'s GPU: machine code for its exact architecture when
+/// there is one and NVRTC makes it, else PTX, which the driver translates
+/// when it loads it: seconds a module (the CUDA 13.0 ptxas took 2.2 s on
+/// one) in every process whose driver cache does not hold the translation.
+fn load_module(ctx: &Arc<CudaContext>, key_bits: u32, value: ValueKind, scheme: Scheme) -> Result<Arc<CudaModule>> {
+    let dir = cache_dir();
+    if let Some(sm) = sass_of(ctx) {
+        // Any failure (an NVRTC or driver too old for the other) falls back to PTX.
+        if let Ok(cubin) = cubin_in(dir.as_deref(), key_bits, value, scheme, sm) {
+            if let Ok(module) = ctx.load_module(Ptx::from_binary(cubin)) {
+                return Ok(module);
+            }
+        }
+    }
+    let ptx = ptx_in(dir.as_deref(), key_bits, value, scheme, arch_of(ctx)?)?;
+    ctx.load_module(Ptx::from_src(ptx)).map_err(|e| super::driver_error(ctx.ordinal(), e))
 }
 
 /// Schemes that share a module: the scheme's code (parameters such as
@@ -175,10 +259,8 @@ pub(crate) fn kernels(ctx: &Arc<CudaContext>, key_bits: u32, value: ValueKind, s
     if let Some(k) = map.lock().unwrap_or_else(|p| p.into_inner()).get(&key) {
         return Ok(k.clone());
     }
-    let arch = arch_of(ctx)?;
-    let ptx = ptx_for(key_bits, value, scheme, arch)?;
     let dev = |e: cudarc::driver::DriverError| super::driver_error(ctx.ordinal(), e);
-    let module = ctx.load_module(Ptx::from_src(ptx)).map_err(dev)?;
+    let module = load_module(ctx, key_bits, value, scheme)?;
     let f = |name: &str| module.load_function(name).map_err(dev);
     let k = Arc::new(Kernels {
         insert: f("gh_insert")?,
@@ -203,6 +285,26 @@ pub(crate) fn kernels(ctx: &Arc<CudaContext>, key_bits: u32, value: ValueKind, s
     });
     map.lock().unwrap_or_else(|p| p.into_inner()).insert(key, k.clone());
     Ok(k)
+}
+
+/// The virtual architectures [`arch_of`] picks from, oldest first.
+pub const ARCHES: [&str; 8] =
+    ["compute_70", "compute_75", "compute_80", "compute_86", "compute_89", "compute_90", "compute_100", "compute_120"];
+
+/// The GPU architectures (`sm_XY`) whose machine code a module is compiled
+/// to when the GPU is one of them ([`sass_of`]).
+pub const SASS_ARCHES: [&str; 8] = ["sm_70", "sm_75", "sm_80", "sm_86", "sm_89", "sm_90", "sm_100", "sm_120"];
+
+/// The value kinds modules are compiled for: one per [`crate::Value`] type.
+pub const VALUE_KINDS: [ValueKind; 6] =
+    [ValueKind::U32, ValueKind::I32, ValueKind::F32, ValueKind::U64, ValueKind::I64, ValueKind::F64];
+
+/// The exact architecture (`sm_XY`) of `ctx`'s GPU when it is one of
+/// [`SASS_ARCHES`]; other GPUs load PTX.
+pub fn sass_of(ctx: &Arc<CudaContext>) -> Option<&'static str> {
+    let (major, minor) = ctx.compute_capability().ok()?;
+    let name = format!("sm_{major}{minor}");
+    SASS_ARCHES.iter().copied().find(|&a| a == name)
 }
 
 /// The virtual architecture (`compute_XY`) to compile for, from the device's compute capability.
@@ -233,12 +335,11 @@ mod tests {
             return;
         }
         let dir = std::env::temp_dir().join(format!("gpuhash-nvrtc-test-{}", std::process::id()));
-        std::env::set_var("GPUHASH_CACHE_DIR", &dir);
         let mut modules = 0;
         for scheme in Scheme::ALL {
             for key_bits in [32, 64] {
-                for kind in [ValueKind::U32, ValueKind::I32, ValueKind::F32, ValueKind::U64, ValueKind::I64, ValueKind::F64] {
-                    let ptx = ptx_for(key_bits, kind, scheme, "compute_90").unwrap();
+                for kind in VALUE_KINDS {
+                    let ptx = ptx_in(Some(&dir), key_bits, kind, scheme, "compute_90").unwrap();
                     for name in ["gh_insert", "gh_find", "gh_contains", "gh_erase", "gh_rehash", "gh_export", "gh_clean_extract", "gh_page_scatter"] {
                         assert!(ptx.contains(name), "{name} missing for {scheme} u{key_bits}/{kind:?}");
                     }
@@ -249,6 +350,26 @@ mod tests {
         // One cache entry per module.
         let entries = std::fs::read_dir(&dir).unwrap().count();
         assert_eq!(entries, modules);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// Machine code for an H100/H200, cached beside the PTX under its own name.
+    #[test]
+    fn a_module_compiles_to_machine_code() {
+        // Safety: only probes whether the library can be opened.
+        if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
+            eprintln!("skipped: NVRTC (libnvrtc.so) not found");
+            return;
+        }
+        let dir = std::env::temp_dir().join(format!("gpuhash-cubin-test-{}", std::process::id()));
+        let cubin = cubin_in(Some(&dir), 32, ValueKind::U32, Scheme::TwoLevel, "sm_90").unwrap();
+        assert_eq!(&cubin[..4], b"\x7fELF", "a cubin is an ELF image");
+        let file = cache_file(&dir, 32, ValueKind::U32, Scheme::TwoLevel, "sm_90");
+        assert_eq!(file.extension().unwrap(), "cubin");
+        assert_eq!(std::fs::read(&file).unwrap(), cubin);
+        assert_ne!(file, cache_file(&dir, 32, ValueKind::U32, Scheme::TwoLevel, "compute_90"));
+        // A virtual architecture has no machine code: an error, not an empty file.
+        assert!(cubin_in(None, 32, ValueKind::U32, Scheme::Linear, "compute_90").is_err());
         let _ = std::fs::remove_dir_all(&dir);
     }
 }
