@@ -46,9 +46,10 @@ pub fn run(args: KernelsArgs) -> Result<(), String> {
     let plan = Plan::from_args(&args)?;
     let dir = args.cache_dir.clone().or_else(kernels::cache_dir).ok_or("no cache directory: pass --cache-dir (HOME is not set)")?;
     std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-    let todo: Vec<_> = plan.modules().filter(|&(a, k, v, s)| !kernels::cache_file(&dir, k, v, s, a).exists()).collect();
-    let cached = plan.len() - todo.len();
-    eprintln!("{} modules for {}: {cached} already in {}, compiling {}", plan.len(), plan.arches.join(","), dir.display(), todo.len());
+    let modules = plan.modules();
+    let todo: Vec<_> = modules.iter().copied().filter(|&(a, k, v, s)| !kernels::cache_file(&dir, k, v, s, a).exists()).collect();
+    let cached = modules.len() - todo.len();
+    eprintln!("{} modules for {}: {cached} already in {}, compiling {}", modules.len(), plan.arches.join(","), dir.display(), todo.len());
     let bar = indicatif::ProgressBar::new(todo.len() as u64);
     bar.set_style(
         indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} modules, {elapsed} ({eta} left)").expect("a valid template"),
@@ -128,25 +129,23 @@ impl Plan {
         Ok(Plan { arches, keys, values, schemes })
     }
 
-    fn modules(&self) -> impl Iterator<Item = (&'static str, u32, gpuhash::ValueKind, gpuhash::Scheme)> + '_ {
-        // Schemes that share a module (Hashinator's team sizes) compile once.
-        let mut codes = Vec::new();
-        let mut schemes = self.schemes.clone();
-        schemes.retain(|s| !codes.contains(&s.code()) && {
-            codes.push(s.code());
-            true
-        });
-        self.arches.iter().flat_map(move |&a| {
-            let schemes = schemes.clone();
-            self.keys.iter().flat_map(move |&k| {
-                let schemes = schemes.clone();
-                self.values.iter().flat_map(move |&v| schemes.clone().into_iter().map(move |s| (a, k, v, s)))
-            })
-        })
-    }
-
-    fn len(&self) -> usize {
-        self.modules().count()
+    /// Every module to compile, once each: schemes that share a module
+    /// (Hashinator's team sizes) appear once.
+    fn modules(&self) -> Vec<(&'static str, u32, gpuhash::ValueKind, gpuhash::Scheme)> {
+        let mut out = Vec::new();
+        for &a in &self.arches {
+            for &k in &self.keys {
+                for &v in &self.values {
+                    for &s in &self.schemes {
+                        let same = |m: &(&str, u32, gpuhash::ValueKind, gpuhash::Scheme)| (m.0, m.1, m.2, m.3.code()) == (a, k, v, s.code());
+                        if !out.iter().any(same) {
+                            out.push((a, k, v, s));
+                        }
+                    }
+                }
+            }
+        }
+        out
     }
 }
 
@@ -180,9 +179,9 @@ mod tests {
     fn the_plan_is_every_combination_once() {
         let p = Plan::from_args(&args(&["--arch", "compute_90,compute_80", "--keys", "u32", "--values", "u32,f64"])).unwrap();
         // Five schemes, two value types, two architectures.
-        assert_eq!(p.len(), 20);
+        assert_eq!(p.modules().len(), 20);
         let p = Plan::from_args(&args(&["--arch", "compute_90", "--scheme", "hashinator,hashinator-t32,linear"])).unwrap();
-        assert_eq!(p.len(), 2 * 6 * 2, "the two Hashinator teams share a module");
+        assert_eq!(p.modules().len(), 2 * 6 * 2, "the two Hashinator teams share a module");
     }
 
     #[test]

@@ -77,7 +77,13 @@ pub fn value_ctype(kind: ValueKind) -> &'static str {
 /// The whole translation unit: our headers inlined in place of their
 /// `#include` lines, so NVRTC needs no include paths.
 pub fn full_source() -> String {
-    with_device_header(BULK_SOURCE)
+    source().to_owned()
+}
+
+/// [`full_source`], assembled once: every module's cache name hashes it.
+fn source() -> &'static str {
+    static SOURCE: OnceLock<String> = OnceLock::new();
+    SOURCE.get_or_init(|| with_device_header(BULK_SOURCE))
 }
 
 /// Makes a user's kernel source self-contained for NVRTC: its
@@ -138,9 +144,8 @@ pub fn cache_dir() -> Option<PathBuf> {
 /// stale file. Machine code for one GPU (`arch` `sm_XY`) is a `.cubin`,
 /// PTX (`compute_XY`) a `.ptx`.
 pub fn cache_file(dir: &std::path::Path, key_bits: u32, value: ValueKind, scheme: Scheme, arch: &'static str) -> PathBuf {
-    let src = full_source();
     let opts = compile_options(key_bits, value, scheme, arch);
-    let mut parts: Vec<&str> = vec![&src];
+    let mut parts: Vec<&str> = vec![source()];
     parts.extend(opts.iter().map(String::as_str));
     let ext = if arch.starts_with("sm_") { "cubin" } else { "ptx" };
     dir.join(format!("bulk-{:016x}.{ext}", fnv1a(&parts)))
@@ -156,7 +161,7 @@ pub fn ptx_in(dir: Option<&std::path::Path>, key_bits: u32, value: ValueKind, sc
     let path = dir.map(|d| cache_file(d, key_bits, value, scheme, arch));
     let bytes = cached(path, || {
         let options = CompileOptions { options: compile_options(key_bits, value, scheme, arch), ..Default::default() };
-        let ptx = compile_ptx_with_opts(full_source(), options).map_err(|e| nvrtc_error(format!("{e:?}")))?;
+        let ptx = compile_ptx_with_opts(source(), options).map_err(|e| nvrtc_error(format!("{e:?}")))?;
         Ok(ptx.to_src().into_bytes())
     })?;
     String::from_utf8(bytes).map_err(|_| nvrtc_error("the cached PTX is not text".into()))
@@ -168,7 +173,7 @@ pub fn ptx_in(dir: Option<&std::path::Path>, key_bits: u32, value: ValueKind, sc
 /// module.
 pub fn cubin_in(dir: Option<&std::path::Path>, key_bits: u32, value: ValueKind, scheme: Scheme, sm: &'static str) -> Result<Vec<u8>> {
     let path = dir.map(|d| cache_file(d, key_bits, value, scheme, sm));
-    cached(path, || compile_cubin(&full_source(), &compile_options(key_bits, value, scheme, sm)))
+    cached(path, || compile_cubin(source(), &compile_options(key_bits, value, scheme, sm)))
 }
 
 fn nvrtc_error(message: String) -> Error {
@@ -326,12 +331,20 @@ pub fn arch_of(ctx: &Arc<CudaContext>) -> Result<&'static str> {
 mod tests {
     use super::*;
 
+    /// Whether NVRTC is missing here (then the test says so and passes).
+    fn nvrtc_absent() -> bool {
+        // Safety: only probes whether the library can be opened.
+        let absent = !unsafe { cudarc::nvrtc::sys::is_culib_present() };
+        if absent {
+            eprintln!("skipped: NVRTC (libnvrtc.so) not found");
+        }
+        absent
+    }
+
     /// Every module compiles for sm_90 with the NVRTC found at run time.
     #[test]
     fn every_module_compiles_with_nvrtc() {
-        // Safety: only probes whether the library can be opened.
-        if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
-            eprintln!("skipped: NVRTC (libnvrtc.so) not found");
+        if nvrtc_absent() {
             return;
         }
         let dir = std::env::temp_dir().join(format!("gpuhash-nvrtc-test-{}", std::process::id()));
@@ -356,9 +369,7 @@ mod tests {
     /// Machine code for an H100/H200, cached beside the PTX under its own name.
     #[test]
     fn a_module_compiles_to_machine_code() {
-        // Safety: only probes whether the library can be opened.
-        if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
-            eprintln!("skipped: NVRTC (libnvrtc.so) not found");
+        if nvrtc_absent() {
             return;
         }
         let dir = std::env::temp_dir().join(format!("gpuhash-cubin-test-{}", std::process::id()));
