@@ -524,7 +524,7 @@ impl<K: Key, V: Value> CudaTable<K, V> {
         mode: InsertMode,
     ) -> Result<Option<RawInsert>> {
         let (n, scheme) = (keys.len(), self.config.scheme);
-        let Some(mut todo) = self.take_flags(mode, n) else {
+        let Some(mut todo) = self.take_flags(mode, UNLOCKED_PART.min(n)) else {
             return Ok(None);
         };
         let mut out = RawInsert::default();
@@ -539,27 +539,41 @@ impl<K: Key, V: Value> CudaTable<K, V> {
             out.failed.extend(got.failed.into_iter().map(|p| p + at));
             at = end;
         }
-        self.flags = Some(todo);
+        self.keep_flags(Some(todo));
         Ok(Some(out))
     }
 
-    /// The part flags for an insert of `n` items in `mode`: the table's own
-    /// if long enough (give them back to `self.flags` after the call), else
-    /// new ones. `None` when the scheme has no unlocked step for `mode`, or
-    /// there is no memory for them (the step is skipped: every item takes
-    /// the locked insert, which stores the same).
-    fn take_flags(&mut self, mode: InsertMode, n: usize) -> Option<CudaSlice<u8>> {
+    /// `len` flags for the unlocked step of an insert in `mode`: the
+    /// table's own if long enough (give them back with [`Self::keep_flags`]
+    /// after the call), else new ones. `None` when the scheme has no
+    /// unlocked step for `mode`, or there is no memory for them (the step
+    /// is skipped: every item takes the locked insert, which stores the same).
+    fn take_flags(&mut self, mode: InsertMode, len: usize) -> Option<CudaSlice<u8>> {
         let wanted = matches!(mode, InsertMode::Apply(_)) || claims_unlocked(self.config.scheme);
-        if !wanted || self.kernels.unlocked.is_none() || n == 0 {
+        if !wanted || self.kernels.unlocked.is_none() || len == 0 {
             return None;
         }
-        let len = UNLOCKED_PART.min(n);
         if let Some(kept) = self.flags.take().filter(|f| f.len() >= len) {
             return Some(kept);
         }
         crate::fault::alloc_point(len as u64, self.device()).ok()?;
         // Safety: gh_insert_unlocked writes every flag of a part before gh_insert reads it.
         unsafe { self.stream.alloc::<u8>(len) }.ok()
+    }
+
+    /// Keeps flags of at most a part's length for the next insert; longer
+    /// ones (a host batch's, one flag a key) go back to the driver now, as
+    /// a grown failure buffer does (see [`Self::release_failure_room`]).
+    fn keep_flags(&mut self, flags: Option<CudaSlice<u8>>) {
+        match flags {
+            Some(f) if f.len() > UNLOCKED_PART => {
+                drop(f);
+                // Nothing else is on the stream: only the driver's release waits.
+                let _ = self.stream.synchronize();
+            }
+            Some(f) => self.flags = Some(f),
+            None => {}
+        }
     }
 
     /// An insert by `kernel`, gh_insert or a kernel of its signature.

@@ -381,7 +381,15 @@ impl<K: Key, V: Value> CudaTable<K, V> {
         let n = keys.len();
         let (ks, vs) = (size_of::<K>(), size_of::<V>());
         let chunk = chunk_keys(STAGING_BYTES, &[ks, vs]);
-        let cap = self.failure_room(n as u64)?;
+        // A locking scheme: each part first through the step without locks
+        // (see `insert_unlocking`), with a flag per key of the whole batch,
+        // where the locked insert also marks its refusals: the positions
+        // come from there when more than the failure buffer holds, which
+        // then need not grow to the batch (1 byte a key, not 4).
+        let scheme = self.config.scheme;
+        let todo = self.take_flags(mode, n);
+        let todo_ptr = todo.as_ref().map(|t| t.device_ptr(&self.stream).0);
+        let cap = self.failure_room(if todo.is_some() { 0 } else { n as u64 })?;
         self.zero_counters()?;
         let (m, op) = mode_codes(mode);
         let view = self.view(); // the kernel writes: the table is no longer known EMPTY
@@ -389,11 +397,6 @@ impl<K: Key, V: Value> CudaTable<K, V> {
             let (ptr, _record) = self.failed.device_ptr(&self.stream);
             ptr
         };
-        // A locking scheme: each part first through the step without locks
-        // (see `insert_unlocking`).
-        let scheme = self.config.scheme;
-        let todo = self.take_flags(mode, n);
-        let todo_ptr = todo.as_ref().map(|t| t.device_ptr(&self.stream).0);
         let this = &*self;
         this.staging.with(&this.stream, |st| {
             st.run(
@@ -408,14 +411,16 @@ impl<K: Key, V: Value> CudaTable<K, V> {
                         let end = if todo_ptr.is_some() { (at + super::unlocked_part(scheme, r.start + at)).min(r.len()) } else { r.len() };
                         let (k, v) = (k0 + (at * ks) as u64, v0 + (at * vs) as u64);
                         let (len, base) = ((end - at) as u64, (r.start + at) as u64);
-                        if let (Some(t), Some(unlocked)) = (todo_ptr, &this.kernels.unlocked) {
+                        // This part's flags: those of its keys' batch positions.
+                        let part_flags = todo_ptr.map(|t| t + base);
+                        if let (Some(t), Some(unlocked)) = (part_flags, &this.kernels.unlocked) {
                             let mut b = this.stream.launch_builder(unlocked);
                             b.arg(&view).arg(&k).arg(&v).arg(&len).arg(&m).arg(&op).arg(&t);
                             // Safety: the arguments match gh_insert_unlocked's signature;
-                            // `t` holds at least `len` flags (parts are at most UNLOCKED_PART).
+                            // `t` addresses flags base..base + len of the batch's n.
                             unsafe { b.launch(this.key_grid(len)) }.map_err(|e| this.staged_launch_error(e))?;
                         }
-                        let todo = todo_ptr.unwrap_or(0); // null: every item
+                        let todo = part_flags.unwrap_or(0); // null: every item
                         let mut b = this.stream.launch_builder(&this.kernels.insert);
                         b.arg(&view).arg(&k).arg(&v).arg(&len).arg(&m).arg(&op).arg(&failed).arg(&cap).arg(&base).arg(&todo);
                         // Safety: the arguments match gh_insert's signature: `k` and `v`
@@ -430,7 +435,6 @@ impl<K: Key, V: Value> CudaTable<K, V> {
             )
         })?;
         let meta = self.read_meta()?;
-        self.flags = todo; // kept for the next insert (read_meta waited for their last use)
         let (inserted, existing, nfailed) = (meta[0], meta[1], meta[2]);
         let mut failed: Vec<usize> = if nfailed == 0 {
             Vec::new()
@@ -439,6 +443,11 @@ impl<K: Key, V: Value> CudaTable<K, V> {
             self.stream.memcpy_dtoh(&self.failed.slice(0..nfailed as usize), &mut f).map_err(|e| self.err(e))?;
             self.stream.synchronize().map_err(|e| self.err(e))?;
             f.into_iter().map(|i| i as usize).collect()
+        } else if let Some(flags) = &todo {
+            let mut host = vec![0u8; n];
+            self.stream.memcpy_dtoh(&flags.slice(0..n), &mut host).map_err(|e| self.err(e))?;
+            self.stream.synchronize().map_err(|e| self.err(e))?;
+            host.iter().enumerate().filter(|&(_, &f)| f == super::REFUSED_FLAG).map(|(i, _)| i).collect()
         } else {
             // More failures than the buffer holds (only for schemes whose
             // refusals are final): a key that found no slot is exactly one
@@ -450,6 +459,7 @@ impl<K: Key, V: Value> CudaTable<K, V> {
         };
         failed.sort_unstable();
         self.account_insert(&meta);
+        self.keep_flags(todo); // read_meta waited for their last use
         self.release_failure_room();
         Ok(RawInsert { inserted, existing, failed })
     }
