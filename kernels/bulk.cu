@@ -422,17 +422,24 @@ constexpr u32 PART_ITEMS = View::WORD_BYTES == 8 ? 8 : 4;
 constexpr u32 PART_TILE = GH_PART_THREADS * PART_ITEMS;
 constexpr u32 PART_IN_BYTES = PART_TILE * View::WORD_BYTES;  // holds a tile of keys and values too
 
+#if GH_SCHEME == GH_SCHEME_TWO_LEVEL
+// Buckets of a two-level region: its span (2048 or 512 buckets) but the
+// share the overflow takes (src/core/cuckoo.rs Regions::of).
+constexpr u32 TL_LARGE = GH_CUCKOO_LARGE_REGION_BUCKETS - GH_CUCKOO_LARGE_REGION_BUCKETS / GH_CUCKOO_OVERFLOW_SHARE;
+constexpr u32 TL_SMALL = GH_CUCKOO_REGION_BUCKETS - GH_CUCKOO_REGION_BUCKETS / GH_CUCKOO_OVERFLOW_SHARE;
+#endif
+
 // The build region of a key: that of its home bucket (linear), or that of
 // its two-level region, of which a build region holds one (large regions)
 // or BUILD_BUCKETS / GH_CUCKOO_REGION_BUCKETS (the host builds only tables
-// of whole build regions, past one two-level region).
+// of two build regions or more).
 __device__ __forceinline__ u32 region_of(const View& t, u64 k) {
 #if GH_SCHEME == GH_SCHEME_LINEAR
     return (u32)(t.home(k) >> REGION_LOG2);
 #else
     const gh::two_level::Regions<K, V> g(t);
     const u64 r = g.region(k);
-    return (u32)(g.rb == BUILD_BUCKETS ? r : r / (BUILD_BUCKETS / GH_CUCKOO_REGION_BUCKETS));
+    return (u32)(g.rb == TL_LARGE ? r : r / (BUILD_BUCKETS / GH_CUCKOO_REGION_BUCKETS));
 #endif
 }
 
@@ -1263,7 +1270,7 @@ constexpr u32 TL_WAITING = 8192 / View::WORD_BYTES;
 // The shape of a build block of two-level regions of RB buckets.
 template <u32 RB> struct Tl {
     static constexpr u32 SUBS = BUILD_BUCKETS / RB;  // regions of the block
-    static_assert(SUBS * RB == BUILD_BUCKETS, "two-level regions tile a build region");
+    static_assert(SUBS * RB <= BUILD_BUCKETS && (SUBS + 1) * RB > BUILD_BUCKETS, "a build region holds SUBS regions");
     // Waiting keys per region held in shared memory.
     static constexpr u32 PEND = TL_WAITING / SUBS;
     static_assert(SUBS * PEND == TL_WAITING, "the regions share the block's list");
@@ -1469,6 +1476,7 @@ __device__ __forceinline__ void tl_build(const View& t, const gh::two_level::Reg
     raw* pend = region + BUILD_BUCKETS * TL_S;
     __shared__ u32 npend[TL_SUBS];
     __shared__ u64 seeds[TL_SUBS];
+    __shared__ u32 spilled[TL_SUBS];  // the region has keys in the overflow
     __shared__ u32 gave_up[TL_SUBS];  // a walk of the region gave up
     __shared__ u32 walked[TL_SUBS];   // walks that placed their pair
     __shared__ u32 filter[TL_FILTER_BITS / 32];  // bits of the keys that wait
@@ -1490,7 +1498,9 @@ __device__ __forceinline__ void tl_build(const View& t, const gh::two_level::Reg
     }
     if (threadIdx.x < subs) {
         npend[threadIdx.x] = 0;
-        seeds[threadIdx.x] = g.current(sub0 + threadIdx.x).seed;
+        const u64 w = __ldcg(&t.aux[sub0 + threadIdx.x]);
+        seeds[threadIdx.x] = g.space(sub0 + threadIdx.x, w & GH_CUCKOO_REGION_SEED).seed;
+        spilled[threadIdx.x] = gh::two_level::Regions<K, V>::spilled(w) != 0;
     }
     for (u32 j = threadIdx.x; j < TL_FILTER_BITS / 32; j += blockDim.x) filter[j] = 0;
     for (u32 j = threadIdx.x; j < TL_WAITING / 32; j += blockDim.x) again[j] = later[j] = placed[j] = 0;
@@ -1516,6 +1526,15 @@ __device__ __forceinline__ void tl_build(const View& t, const gh::two_level::Reg
         // The pair this lane places (or leaves waiting) for its copies.
         const raw w = group ? W::pack(k, gh::to_bits<V>(value)) : word;
         const u32 sub = (u32)(g.region(k) - sub0);
+        // A key the overflow holds is updated there (no kernel fills the
+        // overflow while the build runs).
+        if (spilled[sub]) {
+            raw* o = g.over_find(k);
+            if (o) {
+                t.update_value(o, value, mode, op);
+                return;
+            }
+        }
         const u64 seed = seeds[sub];
         u32 xc[TL_D];
 #pragma unroll
@@ -1709,9 +1728,8 @@ extern "C" __global__ void __launch_bounds__(GH_PART_THREADS, 3)
     // (a match per warp cost uniform u64 batches 13%; grouping only in the
     // regions the scan marked heavy cost zipf batches 25%).
     const bool group = mode == gh::MODE_APPLY && *skewed;
-    if (g.rb == GH_CUCKOO_LARGE_REGION_BUCKETS)
-        tl_build<GH_CUCKOO_LARGE_REGION_BUCKETS>(t, g, offsets, words, deferred, mode, op, fresh, group);
-    else tl_build<GH_CUCKOO_REGION_BUCKETS>(t, g, offsets, words, deferred, mode, op, fresh, group);
+    if (g.rb == TL_LARGE) tl_build<TL_LARGE>(t, g, offsets, words, deferred, mode, op, fresh, group);
+    else tl_build<TL_SMALL>(t, g, offsets, words, deferred, mode, op, fresh, group);
 }
 #endif  // the build of each scheme
 

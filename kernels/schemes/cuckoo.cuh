@@ -1,7 +1,8 @@
 // Cuckoo placement: the flat scheme (gh::cuckoo: 2 or 3 candidate buckets
 // over the table, a stash in its last buckets, a lock bit per bucket) and
 // the two-level scheme (gh::two_level: a region per key, cuckoo inside it
-// with the region's own seed, one lock per region, region rebuilds). The
+// with the region's own seed, one lock per region, an overflow for what a
+// region cannot place, region rebuilds). The
 // algorithm is src/backend/cpu/cuckoo.rs step for step (src/core/cuckoo.rs
 // for the geometry), so a serial run places keys as the CPU does.
 //
@@ -227,11 +228,12 @@ template <typename K, typename V> struct Engine {
         store_raw(cell(p.bucket[0], dst), word);
     }
 
-    // Empties a slot holding `k`; false if another erase took it first.
-    __device__ __forceinline__ bool free_slot(raw* slot, u64 k) const {
+    // Empties a slot holding `k` (or makes it a tombstone); false if
+    // another erase took it first.
+    __device__ __forceinline__ bool free_slot(raw* slot, u64 k, bool tomb = false) const {
         raw cur = W::load(slot);
         while (W::key(cur) == k) {
-            raw prev = W::cas(slot, cur, W::empty());
+            raw prev = W::cas(slot, cur, tomb ? W::tomb() : W::empty());
             if (W::eq(prev, cur)) return true;
             cur = prev;
         }
@@ -511,17 +513,64 @@ template <typename K, typename V> struct Regions {
     E e;
     u64 count;    // regions
     u64 rb;       // buckets per region
+    u64 over;     // overflow buckets, from count * rb
     __device__ Regions(const ViewCore<K, V>& t) : e(t) {
-        // src/core/cuckoo.rs Regions::of: large tables take large regions.
-        if (t.buckets <= GH_CUCKOO_REGION_BUCKETS) { count = 1; rb = t.buckets; }
-        else {
-            rb = t.buckets >= GH_CUCKOO_LARGE_REGIONS_FROM ? GH_CUCKOO_LARGE_REGION_BUCKETS : GH_CUCKOO_REGION_BUCKETS;
-            count = t.buckets / rb;
+        // src/core/cuckoo.rs Regions::of: a region per span (large spans in
+        // large tables), each but a 128th of it, the rest the overflow; or
+        // one region.
+        count = 1; rb = t.buckets; over = 0;
+        if (t.buckets > GH_CUCKOO_REGION_BUCKETS) {
+            const u64 span = t.buckets >= GH_CUCKOO_LARGE_REGIONS_FROM ? GH_CUCKOO_LARGE_REGION_BUCKETS : GH_CUCKOO_REGION_BUCKETS;
+            count = t.buckets / span;
+            rb = span - span / GH_CUCKOO_OVERFLOW_SHARE;
+            over = t.buckets - count * rb;
         }
     }
     __device__ __forceinline__ u64 region(u64 key) const { return __umul64hi(mix64(key, e.t.seed), count); }
     __device__ __forceinline__ Space space(u64 r, u64 n) const {
         return Space{r * rb, rb, mix64(r ^ (n << 40), e.t.seed ^ GH_CUCKOO_REGION_SALT)};
+    }
+    // Keys of a region (word w) in the overflow.
+    static __device__ __forceinline__ u64 spilled(u64 w) { return (w & GH_CUCKOO_REGION_SPILLED) >> GH_CUCKOO_SPILL_SHIFT; }
+
+    // The overflow (src/core/cuckoo.rs overflow_home and overflow_next): a
+    // chain of buckets from a key's home, read up to its first bucket with
+    // an EMPTY slot (inserts fill a chain in order; erases leave tombstones).
+    __device__ __forceinline__ u64 over_home(u64 k) const {
+        return count * rb + __umul64hi(mix64(k, e.t.seed ^ GH_CUCKOO_OVERFLOW_SALT), over);
+    }
+    __device__ __forceinline__ u64 over_next(u64 b) const { return b + 1 == count * rb + over ? count * rb : b + 1; }
+    __device__ __forceinline__ u64 over_reach() const { return over < GH_CUCKOO_OVERFLOW_PROBE ? over : GH_CUCKOO_OVERFLOW_PROBE; }
+    // The overflow slot holding k, or null.
+    __device__ raw* over_find(u64 k) const {
+        u64 b = over_home(k);
+        for (u64 n = over_reach(); n > 0; --n, b = over_next(b)) {
+            bool open = false;
+            for (int i = 0; i < S; ++i) {
+                const u64 kk = W::key(W::load(e.cell(b, i)));
+                if (kk == k) return e.cell(b, i);
+                open |= kk == W::EMPTY_KEY;
+            }
+            if (open) return nullptr;
+        }
+        return nullptr;
+    }
+    // Stores a pair absent from the overflow in the first EMPTY or tombstone
+    // slot of its chain (other regions' inserts may race for it: the CAS
+    // decides); false if the chain is full.
+    __device__ bool over_put(raw word) const {
+        u64 b = over_home(W::key(word));
+        for (u64 n = over_reach(); n > 0; --n, b = over_next(b))
+            for (int i = 0; i < S; ++i) {
+                raw* c = e.cell(b, i);
+                raw cur = W::load(c);
+                while (!cuckoo::full<W>(cur)) {
+                    const raw prev = W::cas(c, cur, word);
+                    if (W::eq(prev, cur)) return true;
+                    cur = prev;
+                }
+            }
+        return false;
     }
     // Region r's space as lookups see it (seed number from its region word).
     __device__ __forceinline__ Space current(u64 r) const { return space(r, __ldcg(&e.t.aux[r]) & GH_CUCKOO_REGION_SEED); }
@@ -550,7 +599,7 @@ template <typename K, typename V> struct Regions {
         for (u64 i = 0; i < m; ++i) live += cuckoo::full<W>(W::load(reg + i));
         *ok = false;
         // src/core/cuckoo.rs rebuild_may_fit: 24/25 full in large regions, else 31/32.
-        if (rb >= GH_CUCKOO_LARGE_REGION_BUCKETS ? (live + 1) * 25 > m * 24 : (live + 1) * 32 > m * 31) return n;
+        if (rb > GH_CUCKOO_REGION_BUCKETS ? (live + 1) * 25 > m * 24 : (live + 1) * 32 > m * 31) return n;
         // Claim an area (holders hold one region lock and wait on nothing).
         u64* pool = e.t.aux + count;
         const u64 areas = count < GH_CUCKOO_REBUILD_AREAS ? count : GH_CUCKOO_REBUILD_AREAS;
@@ -586,11 +635,16 @@ template <typename K, typename V> struct Regions {
 
 // The unlocked step (gh_insert_unlocked): in the region's current
 // candidates, a stored key is updated, else it claims a slot (Engine::claim).
+// Keys of regions with keys in the overflow take the locked insert, which
+// reads the overflow first.
 template <typename K, typename V>
 __device__ int insert_unlocked(const ViewCore<K, V>& t, u64 k, V value, u32 mode, u32 op) {
     Regions<K, V> g(t);
     u64 xc[cuckoo::MAX_CHOICES];
-    g.cands(g.current(g.region(k)), k, xc);
+    const u64 r = g.region(k);
+    const u64 w = __ldcg(&t.aux[r]);
+    if (Regions<K, V>::spilled(w)) return LEFT;
+    g.cands(g.space(r, w & GH_CUCKOO_REGION_SEED), k, xc);
     typename Regions<K, V>::raw* empty;
     typename Regions<K, V>::raw* at = g.e.snapshot(xc, k, &empty);
     if (!at) return g.e.claim_seen(empty, xc, k, value, mode, op);
@@ -602,8 +656,15 @@ template <typename K, typename V>
 __device__ __forceinline__ bool find(const ViewCore<K, V>& t, u64 key, V* out) {
     Regions<K, V> g(t);
     u64 xc[cuckoo::MAX_CHOICES];
-    g.cands(g.current(g.region(key)), key, xc);
-    return g.e.find_in(xc, key, out);
+    const u64 r = g.region(key);
+    const u64 w = __ldcg(&t.aux[r]);
+    g.cands(g.space(r, w & GH_CUCKOO_REGION_SEED), key, xc);
+    if (g.e.find_in(xc, key, out)) return true;
+    if (!Regions<K, V>::spilled(w)) return false;
+    const typename Regions<K, V>::raw* o = g.over_find(key);
+    if (!o) return false;
+    *out = from_bits<V>(Regions<K, V>::W::value(Regions<K, V>::W::load(o)));
+    return true;
 }
 
 template <typename K, typename V>
@@ -626,18 +687,28 @@ __device__ int insert(const ViewCore<K, V>& t, u64 k, V value, u32 mode, u32 op)
     const typename W::raw word = W::pack(k, to_bits<V>(value));
     Path p;
     int res, j, i;
+    typename W::raw* o = nullptr;
     if (g.e.locate(xc, k, &j, &i)) {
         t.update_value(g.e.cell(xc[j], i), value, mode, op);
         res = EXISTING;
-    } else if (g.place(sp, word, t.limit, p)) {
+    } else if (Regions<K, V>::spilled(old) && (o = g.over_find(k))) {
+        t.update_value(o, value, mode, op);
+        res = EXISTING;
+    } else if (g.place(sp, word, t.limit, p) || g.place(sp, word, GH_CUCKOO_MAX_EVICTIONS, p)) {
+        // A longer walk before the overflow: walks of 16 moves fill regions
+        // to about 0.95, those of 64 to past 0.97 (the CPU at 2^22 slots).
         res = INSERTED;
+    } else if (g.over && (out & GH_CUCKOO_REGION_SPILLED) != GH_CUCKOO_REGION_SPILLED && g.over_put(word)) {
+        // No place in the region: the overflow, counted in the region word.
+        res = INSERTED;
+        out += 1ull << GH_CUCKOO_SPILL_SHIFT;
     } else if (old & GH_CUCKOO_REGION_FULL) {
         res = FAILED;  // a rebuild failed and no key left since: do not redo it
     } else {
         bool ok;
         const u64 n2 = g.rebuild(r, n, word, p, &ok);
         res = ok ? INSERTED : FAILED;
-        out = ok ? n2 : n | GH_CUCKOO_REGION_FULL;
+        out = (ok ? n2 : n | GH_CUCKOO_REGION_FULL) | (out & GH_CUCKOO_REGION_SPILLED);
     }
     // Publishes the region's writes, then unlocks with its seed number and flag.
     __threadfence();
@@ -650,10 +721,17 @@ __device__ __forceinline__ bool erase(const ViewCore<K, V>& t, u64 k) {
     Regions<K, V> g(t);
     u64 xc[cuckoo::MAX_CHOICES];
     const u64 r = g.region(k);
-    g.cands(g.current(r), k, xc);
+    const u64 w = __ldcg(&t.aux[r]);
+    g.cands(g.space(r, w & GH_CUCKOO_REGION_SEED), k, xc);
     int j, i;
-    if (!g.e.locate(xc, k, &j, &i)) return false;
-    if (!g.e.free_slot(g.e.cell(xc[j], i), k)) return false;
+    if (g.e.locate(xc, k, &j, &i)) {
+        if (!g.e.free_slot(g.e.cell(xc[j], i), k)) return false;
+    } else {
+        // A tombstone in the overflow: lookups read a chain up to its first EMPTY slot.
+        typename Regions<K, V>::raw* o = Regions<K, V>::spilled(w) ? g.over_find(k) : nullptr;
+        if (!o || !g.e.free_slot(o, k, true)) return false;
+        atomicAdd((unsigned long long*)&t.aux[r], (unsigned long long)(0ull - (1ull << GH_CUCKOO_SPILL_SHIFT)));
+    }
     // A slot came free: a later rebuild of the region may succeed again.
     if (__ldcg(&t.aux[r]) & GH_CUCKOO_REGION_FULL) atomicAnd(&t.aux[r], ~GH_CUCKOO_REGION_FULL);
     return true;

@@ -21,12 +21,27 @@
 //!  +-------------------------+-------+      +----------------------------+------+
 //!  mask bit i set = stash slot i holds a pair
 //!
-//!  aux words, two-level (M regions)
-//!  +--------------------------------+------+-----+----------------------------+
-//!  | region word 0..M-1:            | pool | pad | rebuild areas (GPU only),  |
-//!  | bit 63 lock, bits 0..62 seed n |      |     | one region's words each    |
-//!  +--------------------------------+------+-----+----------------------------+
+//!  two-level: M regions of 127/128 of 512 or 2048 buckets, then the overflow
+//!  +-----------+-----------+-----+-------------+-----------------------+
+//!  | region 0  | region 1  | ... | region M-1  | overflow (the rest)   |
+//!  +-----------+-----------+-----+-------------+-----------------------+
+//!
+//!  aux words, two-level
+//!  +-------------------------------+------+-----+----------------------------+
+//!  | region word 0..M-1:           | pool | pad | rebuild areas (GPU only),  |
+//!  | bit 63 lock, 62 full,         |      |     | one region's words each    |
+//!  | 40..61 keys in the overflow,  |      |     |                            |
+//!  | 0..39 seed n                  |      |     |                            |
+//!  +-------------------------------+------+-----+----------------------------+
 //! ```
+//!
+//! A two-level region's load varies around the table's (regions of 8192
+//! slots at load 0.95 reach 0.99 and more in a table of thousands), and
+//! past about 0.98 cuckoo placement in a region fails. A key its region
+//! cannot place goes to the overflow, a small linearly probed area shared
+//! by all regions, and its region word counts it; a lookup reads the
+//! overflow only for regions whose count is not zero, so lookups of the
+//! other regions still read at most `d` buckets.
 
 use super::hash::{mix64, reduce_range};
 
@@ -114,7 +129,7 @@ pub const REBUILD_SEEDS: u64 = 8;
 /// over-full batch into 64 KiB regions rebuilt each region once per key
 /// past the region build's reach, and a 2^22-slot test ran for minutes).
 pub const fn rebuild_may_fit(live: u64, buckets: u64, slots: u64) -> bool {
-    if buckets >= LARGE_REGION_BUCKETS { live * 25 <= slots * 24 } else { live * 32 <= slots * 31 }
+    if buckets > REGION_BUCKETS { live * 25 <= slots * 24 } else { live * 32 <= slots * 31 }
 }
 
 /// Bit of a region word that locks the region.
@@ -126,8 +141,33 @@ pub const REGION_LOCK: u64 = 1 << 63;
 /// serial job on a GPU thread), until an erase frees one of its slots.
 pub const REGION_FULL: u64 = 1 << 62;
 
+/// Lowest bit of a region word's count of its keys in the overflow.
+pub const SPILL_SHIFT: u32 = 40;
+
+/// Bits of a region word counting its keys in the overflow.
+pub const REGION_SPILLED: u64 = ((1 << 22) - 1) << SPILL_SHIFT;
+
 /// Bits of a region word holding its seed number.
-pub const REGION_SEED: u64 = !(REGION_LOCK | REGION_FULL);
+pub const REGION_SEED: u64 = (1 << SPILL_SHIFT) - 1;
+
+/// Keys of region word `w` stored in the overflow.
+#[inline(always)]
+pub const fn spilled(w: u64) -> u64 {
+    (w & REGION_SPILLED) >> SPILL_SHIFT
+}
+
+/// A two-level table of more than one region gives this share of each
+/// region's span (512 or 2048 buckets) to the overflow: 0.8% of its slots.
+/// Measured need at 2^27 slots: 1,400 (u32) and 7,000 (u64) keys at load
+/// 0.95 had no place in their regions, a hundredth of this.
+pub const OVERFLOW_SHARE: u64 = 128;
+
+/// Buckets of the overflow a key's chain may span: an insert finding no
+/// free slot within them is refused.
+pub const OVERFLOW_PROBE: u64 = 64;
+
+/// Salt of a key's home bucket in the overflow.
+pub const OVERFLOW_SALT: u64 = 0xbe54_66cf_34e9_0c6c;
 
 /// Most rebuild areas of the GPU's two-level tables (one region's words
 /// each, claimed by a rebuilding thread; 64 x 16 KiB).
@@ -184,18 +224,42 @@ pub struct Regions {
     pub count: u64,
     /// Buckets per region.
     pub buckets: u64,
+    /// Overflow buckets, after the regions.
+    pub overflow: u64,
 }
 
 impl Regions {
-    /// Regions of a table: whole regions of [`region_buckets`], or one region
-    /// of every bucket when the table is no larger than [`REGION_BUCKETS`].
+    /// Regions of a table of `buckets` buckets: one per span of
+    /// [`region_buckets`], each holding all of it but an
+    /// [`OVERFLOW_SHARE`]th, which together (and any buckets past the last
+    /// whole span) make the overflow; or one region of every bucket and no
+    /// overflow when the table is no larger than [`REGION_BUCKETS`].
     pub const fn of(buckets: u64) -> Regions {
         if buckets <= REGION_BUCKETS {
-            Regions { count: 1, buckets }
-        } else {
-            let rb = region_buckets(buckets);
-            Regions { count: buckets / rb, buckets: rb }
+            return Regions { count: 1, buckets, overflow: 0 };
         }
+        let span = region_buckets(buckets);
+        let count = buckets / span;
+        let rb = span - span / OVERFLOW_SHARE;
+        Regions { count, buckets: rb, overflow: buckets - count * rb }
+    }
+    /// The first overflow bucket.
+    pub const fn overflow_first(self) -> u64 {
+        self.count * self.buckets
+    }
+    /// Buckets of a key's overflow chain.
+    pub const fn overflow_reach(self) -> u64 {
+        if self.overflow < OVERFLOW_PROBE { self.overflow } else { OVERFLOW_PROBE }
+    }
+    /// A key's home bucket in the overflow (which must not be empty).
+    #[inline(always)]
+    pub const fn overflow_home(self, key: u64, seed: u64) -> u64 {
+        self.overflow_first() + reduce_range(mix64(key, seed ^ OVERFLOW_SALT), self.overflow)
+    }
+    /// The bucket after `b` in an overflow chain.
+    #[inline(always)]
+    pub const fn overflow_next(self, b: u64) -> u64 {
+        if b + 1 == self.overflow_first() + self.overflow { self.overflow_first() } else { b + 1 }
     }
     /// The region of a key.
     #[inline(always)]
@@ -229,10 +293,10 @@ impl Regions {
     }
 }
 
-/// Buckets of a two-level table asked for `buckets`: whole regions, unless
-/// the table fits in one region. (A table rounded up past
-/// [`LARGE_REGIONS_FROM`] is rounded to large regions; that threshold is a
-/// multiple of both region sizes.)
+/// Buckets of a two-level table asked for `buckets`: whole region spans,
+/// unless the table fits in one region. (A table rounded up past
+/// [`LARGE_REGIONS_FROM`] is rounded to large spans; that threshold is a
+/// multiple of both span sizes.)
 pub const fn round_to_regions(buckets: u64) -> u64 {
     if buckets <= REGION_BUCKETS {
         return buckets;
@@ -254,6 +318,8 @@ pub(crate) fn cuda_defines() -> String {
         ("REGION_LOCK", REGION_LOCK),
         ("REGION_FULL", REGION_FULL),
         ("REGION_SEED", REGION_SEED),
+        ("REGION_SPILLED", REGION_SPILLED),
+        ("OVERFLOW_SALT", OVERFLOW_SALT),
     ] {
         s += &format!("#define GH_CUCKOO_{name} 0x{v:016x}ull\n");
     }
@@ -265,6 +331,9 @@ pub(crate) fn cuda_defines() -> String {
         ("LARGE_REGIONS_FROM", LARGE_REGIONS_FROM),
         ("REBUILD_SEEDS", REBUILD_SEEDS),
         ("REBUILD_AREAS", REBUILD_AREAS),
+        ("OVERFLOW_SHARE", OVERFLOW_SHARE),
+        ("OVERFLOW_PROBE", OVERFLOW_PROBE),
+        ("SPILL_SHIFT", SPILL_SHIFT as u64),
     ] {
         s += &format!("#define GH_CUCKOO_{name} {v}ull\n");
     }
@@ -304,12 +373,16 @@ mod tests {
 
     #[test]
     fn regions_cover_the_table() {
-        assert_eq!(Regions::of(4), Regions { count: 1, buckets: 4 });
-        assert_eq!(Regions::of(REGION_BUCKETS * 3), Regions { count: 3, buckets: REGION_BUCKETS });
+        let small = REGION_BUCKETS - REGION_BUCKETS / OVERFLOW_SHARE;
+        assert_eq!(Regions::of(4), Regions { count: 1, buckets: 4, overflow: 0 });
+        assert_eq!(Regions::of(REGION_BUCKETS), Regions { count: 1, buckets: REGION_BUCKETS, overflow: 0 });
+        assert_eq!(Regions::of(REGION_BUCKETS * 3), Regions { count: 3, buckets: small, overflow: 3 * REGION_BUCKETS / OVERFLOW_SHARE });
+        // A size round_to_regions does not give: the buckets past the last span join the overflow.
+        assert_eq!(Regions::of(REGION_BUCKETS * 3 + 5), Regions { count: 3, buckets: small, overflow: 3 * REGION_BUCKETS / OVERFLOW_SHARE + 5 });
         let r = Regions::of(REGION_BUCKETS * 100);
         assert_eq!(r.areas(), REBUILD_AREAS);
         assert_eq!(r.first_area() % 2, 0);
-        assert_eq!(r.words(), r.first_area() + REBUILD_AREAS * REGION_BUCKETS * 4);
+        assert_eq!(r.words(), r.first_area() + REBUILD_AREAS * small * 4);
         let mut hit = vec![0u32; 100];
         for k in 0..100_000u64 {
             hit[r.region(k, DEFAULT_SEED) as usize] += 1;
@@ -323,24 +396,38 @@ mod tests {
     fn large_tables_take_large_regions() {
         assert_eq!(LARGE_REGIONS_FROM % LARGE_REGION_BUCKETS, 0);
         let below = LARGE_REGIONS_FROM - REGION_BUCKETS;
-        assert_eq!(Regions::of(below), Regions { count: below / REGION_BUCKETS, buckets: REGION_BUCKETS });
+        let (small, large) = (REGION_BUCKETS - REGION_BUCKETS / OVERFLOW_SHARE, LARGE_REGION_BUCKETS - LARGE_REGION_BUCKETS / OVERFLOW_SHARE);
+        assert_eq!(Regions::of(below), Regions { count: below / REGION_BUCKETS, buckets: small, overflow: below / OVERFLOW_SHARE });
         assert_eq!(round_to_regions(below - 1), below);
         // Just past the threshold: rounded to whole large regions.
         assert_eq!(round_to_regions(LARGE_REGIONS_FROM + 1), LARGE_REGIONS_FROM + LARGE_REGION_BUCKETS);
         let r = Regions::of(LARGE_REGIONS_FROM * 4);
-        assert_eq!(r, Regions { count: LARGE_REGIONS_FROM * 4 / LARGE_REGION_BUCKETS, buckets: LARGE_REGION_BUCKETS });
-        assert_eq!(r.words(), r.first_area() + REBUILD_AREAS * LARGE_REGION_BUCKETS * 4);
+        let count = LARGE_REGIONS_FROM * 4 / LARGE_REGION_BUCKETS;
+        assert_eq!(r, Regions { count, buckets: large, overflow: count * LARGE_REGION_BUCKETS / OVERFLOW_SHARE });
+        assert_eq!(r.words(), r.first_area() + REBUILD_AREAS * large * 4);
         for b in [1, 511, 512, 513, 5000, below - 1, below + 1, LARGE_REGIONS_FROM + 7, (1 << 25) + 3] {
             let rounded = round_to_regions(b);
             let r = Regions::of(rounded);
             assert!(rounded >= b);
-            assert_eq!(r.count * r.buckets, rounded, "{b} buckets: regions tile the table");
+            assert_eq!(r.count * r.buckets + r.overflow, rounded, "{b} buckets: regions and overflow tile the table");
+            if rounded > REGION_BUCKETS {
+                let span = region_buckets(rounded);
+                assert!(r.count >= 2 && r.overflow == r.count * span / OVERFLOW_SHARE, "{b} buckets: {r:?}");
+                // Every overflow chain stays in the overflow.
+                for k in 0..200u64 {
+                    let mut h = r.overflow_home(k, DEFAULT_SEED);
+                    for _ in 0..r.overflow_reach() {
+                        assert!(h >= r.overflow_first() && h < rounded);
+                        h = r.overflow_next(h);
+                    }
+                }
+            }
         }
         // Large regions rebuild only up to 24/25 full; small ones to 31/32.
         assert!(rebuild_may_fit(1984, REGION_BUCKETS, 2048) && !rebuild_may_fit(1985, REGION_BUCKETS, 2048));
-        assert!(rebuild_may_fit(7864, LARGE_REGION_BUCKETS, 8192) && !rebuild_may_fit(7865, LARGE_REGION_BUCKETS, 8192));
+        assert!(rebuild_may_fit(7864, large, 8192) && !rebuild_may_fit(7865, large, 8192));
         // The same for sixteen-byte slots: the region's size in buckets decides.
-        assert!(rebuild_may_fit(3932, LARGE_REGION_BUCKETS, 4096) && !rebuild_may_fit(3933, LARGE_REGION_BUCKETS, 4096));
-        assert!(rebuild_may_fit(992, REGION_BUCKETS, 1024) && !rebuild_may_fit(993, REGION_BUCKETS, 1024));
+        assert!(rebuild_may_fit(3932, large, 4096) && !rebuild_may_fit(3933, large, 4096));
+        assert!(rebuild_may_fit(992, small, 1024) && !rebuild_may_fit(993, small, 1024));
     }
 }

@@ -1,7 +1,8 @@
 //! Cuckoo placement on the CPU: the flat scheme (candidate buckets over the
 //! whole table, a stash, a lock bit per bucket) and the two-level scheme
 //! (a region per key, cuckoo inside it with the region's own seed, a lock
-//! per region, region rebuilds). See [`crate::core::cuckoo`] for the
+//! per region, an overflow for the keys a region cannot place, region
+//! rebuilds). See [`crate::core::cuckoo`] for the
 //! geometry and the eviction walk; `kernels/schemes/cuckoo.cuh` is the same
 //! algorithm on the GPU, step for step, so serial runs place keys alike.
 //!
@@ -15,10 +16,10 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::{prefetch, Placed, Probing, Slots};
+use super::{prefetch, tombstone, Placed, Probing, Slots};
 use crate::core::cuckoo::{
-    candidate, choices, rebuild_may_fit, stash_buckets, walk_word, FlatAux, Regions, MAX_CHOICES, MAX_EVICTIONS, REBUILD_SEEDS,
-    REGION_FULL, REGION_LOCK, REGION_SEED,
+    candidate, choices, rebuild_may_fit, spilled, stash_buckets, walk_word, FlatAux, Regions, MAX_CHOICES, MAX_EVICTIONS,
+    REBUILD_SEEDS, REGION_FULL, REGION_LOCK, REGION_SEED, REGION_SPILLED, SPILL_SHIFT,
 };
 use crate::core::layout::{slot_state, SlotState, Word};
 
@@ -512,6 +513,50 @@ impl<'a, Wd: Word> TwoLevel<'a, Wd> {
         cells.iter().zip(&saved).for_each(|(c, &w)| Wd::store(c, w));
         None
     }
+
+    /// The overflow slot holding `key`, with its word: its chain is read up
+    /// to the first bucket with an EMPTY slot (inserts fill a chain in
+    /// order, and erases leave tombstones, so the key is never past it).
+    fn overflow_find(&self, key: u64) -> Option<(&Wd::Atomic, Wd)> {
+        let mut b = self.r.overflow_home(key, self.e.s.probe.seed);
+        for _ in 0..self.r.overflow_reach() {
+            let mut open = false;
+            for i in 0..self.e.s.spb {
+                let w = Wd::load(self.e.cell(b, i));
+                match slot_state(w) {
+                    SlotState::Full(k) if k == key => return Some((self.e.cell(b, i), w)),
+                    SlotState::Empty => open = true,
+                    _ => {}
+                }
+            }
+            if open {
+                return None;
+            }
+            b = self.r.overflow_next(b);
+        }
+        None
+    }
+
+    /// Stores a pair absent from the overflow in the first EMPTY or
+    /// tombstone slot of its chain (inserts of other regions' keys may race
+    /// for it: a compare-and-swap decides); false if the chain is full.
+    fn overflow_put(&self, word: Wd) -> bool {
+        let mut b = self.r.overflow_home(word.key(), self.e.s.probe.seed);
+        for _ in 0..self.r.overflow_reach() {
+            for i in 0..self.e.s.spb {
+                let c = self.e.cell(b, i);
+                let mut cur = Wd::load(c);
+                while !matches!(slot_state(cur), SlotState::Full(_)) {
+                    match Wd::cas(c, cur, word) {
+                        Ok(_) => return true,
+                        Err(now) => cur = now,
+                    }
+                }
+            }
+            b = self.r.overflow_next(b);
+        }
+        false
+    }
 }
 
 impl<Wd: Word> Probing<Wd> for TwoLevel<'_, Wd> {
@@ -539,27 +584,39 @@ impl<Wd: Word> Probing<Wd> for TwoLevel<'_, Wd> {
             back_off(attempt);
             attempt += 1;
         };
+        // The region word to unlock with: seed number, flag and count as they were.
+        let mut out = n;
         let (n, full) = (n & REGION_SEED, n & REGION_FULL != 0);
         let g = self.region(r, n);
         let xc = g.cands(key);
-        // The region word to unlock with: seed number and flag as they were.
-        let mut out = n | if full { REGION_FULL } else { 0 };
+        let word = Wd::pack(key, value);
+        let over = if spilled(out) > 0 { self.overflow_find(key) } else { None };
         let placed = if let Some((j, i, w)) = self.e.locate(&xc, key) {
             self.e.update(xc[j], i, w, on_existing);
             Placed::Existing
-        } else if self.place(&g, Wd::pack(key, value), self.e.s.probe.limit) {
+        } else if let Some((c, w)) = over {
+            if let Some(v) = on_existing(w.value()) {
+                Wd::store(c, Wd::pack(key, v));
+            }
+            Placed::Existing
+        } else if self.place(&g, word, self.e.s.probe.limit) || self.place(&g, word, MAX_EVICTIONS) {
+            // A longer walk before the overflow: walks of 16 moves fill
+            // regions to about 0.95, those of 64 past 0.97 (2^22 slots).
+            Placed::New
+        } else if self.r.overflow > 0 && out & REGION_SPILLED != REGION_SPILLED && self.overflow_put(word) {
+            out += 1 << SPILL_SHIFT;
             Placed::New
         } else if full {
             // A rebuild failed and no key left since: do not redo it.
             Placed::Failed
         } else {
-            match self.rebuild(r, n, Wd::pack(key, value)) {
+            match self.rebuild(r, n, word) {
                 Some(n2) => {
-                    out = n2;
+                    out = n2 | (out & REGION_SPILLED);
                     Placed::New
                 }
                 None => {
-                    out = n | REGION_FULL;
+                    out |= REGION_FULL;
                     Placed::Failed
                 }
             }
@@ -572,15 +629,29 @@ impl<Wd: Word> Probing<Wd> for TwoLevel<'_, Wd> {
     #[inline(always)]
     fn find(&self, key: u64) -> Option<Wd> {
         let (r, w) = self.region_of(key);
-        let g = self.region(r, w.load(Ordering::Acquire) & REGION_SEED);
-        self.e.locate(&g.cands(key), key).map(|(_, _, w)| w)
+        let w = w.load(Ordering::Acquire);
+        let g = self.region(r, w & REGION_SEED);
+        match self.e.locate(&g.cands(key), key) {
+            Some((_, _, w)) => Some(w),
+            None if spilled(w) > 0 => self.overflow_find(key).map(|(_, w)| w),
+            None => None,
+        }
     }
 
     fn erase(&self, key: u64) -> bool {
         let (r, rw) = self.region_of(key);
-        let c = self.region(r, rw.load(Ordering::Acquire) & REGION_SEED).cands(key);
+        let word = rw.load(Ordering::Acquire);
+        let c = self.region(r, word & REGION_SEED).cands(key);
         let freed = match self.e.locate(&c, key) {
             Some((j, i, w)) => self.e.free(c[j], i, w, key),
+            // A tombstone, not EMPTY: a lookup reads a chain up to its first EMPTY slot.
+            None if spilled(word) > 0 => match self.overflow_find(key) {
+                Some((cell, w)) if tombstone(cell, w, key) => {
+                    rw.fetch_sub(1 << SPILL_SHIFT, Ordering::AcqRel);
+                    true
+                }
+                _ => false,
+            },
             None => false,
         };
         // A slot came free: a later rebuild of the region may succeed again.

@@ -94,7 +94,7 @@ use super::CudaTable;
 use crate::backend::{InsertMode, RawInsert};
 use crate::core::keys::{Key, Value};
 use crate::core::layout::{Word, BUCKET_BYTES};
-use crate::{Device, Error, RegionBuild, Result};
+use crate::{Device, Error, RegionBuild, Result, Scheme};
 
 /// Bytes of table one block builds: 64 KiB leaves room for three blocks per
 /// SM in the 228 KiB of an H100/H200, and makes 2^27 eight-byte slots 16 Ki
@@ -439,7 +439,15 @@ impl<K: Key, V: Value> CudaTable<K, V> {
         };
         let n = keys.len() as u64;
         let word = K::Word::<V>::BYTES;
-        let regions = self.probe.buckets.div_ceil(REGION_BUCKETS);
+        // A block builds a region's span: one large two-level region, or
+        // four small ones (not the overflow after them).
+        let regions = match self.config.scheme {
+            Scheme::TwoLevel => {
+                let g = crate::core::cuckoo::Regions::of(self.probe.buckets);
+                g.count.div_ceil((REGION_BUCKETS / g.buckets).max(1))
+            }
+            _ => self.probe.buckets.div_ceil(REGION_BUCKETS),
+        };
         let plan = Plan::new(n, regions, self.sms, word, self.config.region_build.two_pass());
         let stream = self.stream.clone();
         let ordinal = self.ctx.ordinal();
