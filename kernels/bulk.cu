@@ -1260,9 +1260,11 @@ __device__ int insert_by_warp(const View& t, u64 k, V value, u32 mode, u32 op, u
 //      eviction paths (every lane checks one path of the current length,
 //      up to TL_LEVELS moves) that moves the residents of the shortest
 //      path, last move first, and stores the key where the first was.
-// Keys without a path (and lists longer than shared memory holds) are
-// deferred to the plain kernel, which walks further or rebuilds the region
-// with a new seed under its lock, and refuses exactly what it cannot place.
+// Keys without a path (and lists longer than shared memory holds), and the
+// keys of regions with keys in the overflow, are deferred to the plain
+// kernel, run with a probe limit of 0: under its region's lock a key takes
+// a free candidate slot, else the overflow, and walks further only when
+// the overflow has no room; it refuses exactly what it cannot place.
 constexpr int TL_D = gh::cuckoo::Choices<K, V>::D;
 constexpr int TL_S = View::SLOTS;
 // Waiting pairs a build block holds in shared memory (8 KiB).
@@ -1526,14 +1528,12 @@ __device__ __forceinline__ void tl_build(const View& t, const gh::two_level::Reg
         // The pair this lane places (or leaves waiting) for its copies.
         const raw w = group ? W::pack(k, gh::to_bits<V>(value)) : word;
         const u32 sub = (u32)(g.region(k) - sub0);
-        // A key the overflow holds is updated there (no kernel fills the
-        // overflow while the build runs).
+        // The overflow may hold keys of this region: the plain kernel, which
+        // reads it, takes them. (Reading it here made the build spill
+        // registers, 10% slower for every batch.)
         if (spilled[sub]) {
-            raw* o = g.over_find(k);
-            if (o) {
-                t.update_value(o, value, mode, op);
-                return;
-            }
+            deferred[atomicAdd(&t.meta->counters[2], 1ull)] = w;
+            return;
         }
         const u64 seed = seeds[sub];
         u32 xc[TL_D];

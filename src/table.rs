@@ -440,10 +440,14 @@ impl<K: Key, V: Value> HashTable<K, V> {
     ///   if its probe run passes the probe limit (1024 buckets by default);
     ///   a table whose limit covers every bucket refuses none while a slot
     ///   is free.
-    /// * [`Scheme::RobinHood`] (a cap of 64 buckets), [`Scheme::Cuckoo`] and
-    ///   [`Scheme::TwoLevel`] (2 or 3 candidate buckets, eviction walks of 16
-    ///   steps, a stash of 32 pairs or a region rebuild): placement is
-    ///   bounded, so near the maximum load a few keys may find no slot.
+    /// * [`Scheme::RobinHood`] (a cap of 64 buckets) and [`Scheme::Cuckoo`]
+    ///   (2 or 3 candidate buckets, eviction walks of 16 steps, a stash of
+    ///   32 pairs): placement is bounded, so near the maximum load a few
+    ///   keys may find no slot.
+    /// * [`Scheme::TwoLevel`]: a key its region cannot place (walks of 16,
+    ///   then 64 steps) goes to the table's overflow (0.8% of its slots);
+    ///   keys are refused once the overflow is full too, which in tables of
+    ///   2^22 slots and more does not happen below a load of 0.97.
     /// * [`Scheme::SlabList`]: a key is refused only when its chain is full
     ///   and the slab pool is used up, which partly empty last slabs make
     ///   happen near a load of 0.9 (earlier in tables of a few chains), so

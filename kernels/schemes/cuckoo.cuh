@@ -688,17 +688,29 @@ __device__ int insert(const ViewCore<K, V>& t, u64 k, V value, u32 mode, u32 op)
     Path p;
     int res, j, i;
     typename W::raw* o = nullptr;
+    // A probe limit of 0 marks the region build's leftovers, keys its
+    // searches (paths of up to six moves, random walks) found no place for:
+    // walks here would mostly fail too, each thousands of bucket reads
+    // under the region's lock (at load 0.95 they took an insert from 79 to
+    // 245 ms on an H200), so they take a free candidate slot, then the
+    // overflow while it has room, and walk only then.
+    const bool room = g.over && (out & GH_CUCKOO_REGION_SPILLED) != GH_CUCKOO_REGION_SPILLED;
     if (g.e.locate(xc, k, &j, &i)) {
         t.update_value(g.e.cell(xc[j], i), value, mode, op);
         res = EXISTING;
     } else if (Regions<K, V>::spilled(old) && (o = g.over_find(k))) {
         t.update_value(o, value, mode, op);
         res = EXISTING;
-    } else if (g.place(sp, word, t.limit, p) || g.place(sp, word, GH_CUCKOO_MAX_EVICTIONS, p)) {
+    } else if (g.place(sp, word, t.limit, p)) {
+        res = INSERTED;
+    } else if (t.limit == 0 && room && g.over_put(word)) {
+        res = INSERTED;
+        out += 1ull << GH_CUCKOO_SPILL_SHIFT;
+    } else if (g.place(sp, word, GH_CUCKOO_MAX_EVICTIONS, p)) {
         // A longer walk before the overflow: walks of 16 moves fill regions
         // to about 0.95, those of 64 to past 0.97 (the CPU at 2^22 slots).
         res = INSERTED;
-    } else if (g.over && (out & GH_CUCKOO_REGION_SPILLED) != GH_CUCKOO_REGION_SPILLED && g.over_put(word)) {
+    } else if (room && g.over_put(word)) {
         // No place in the region: the overflow, counted in the region word.
         res = INSERTED;
         out += 1ull << GH_CUCKOO_SPILL_SHIFT;

@@ -85,14 +85,17 @@ pub enum Scheme {
     /// moved may be missed for that instant.
     Cuckoo,
     /// Two-level cuckoo (HH Hash, Starfish): the first hash picks a region
-    /// of 512 buckets (16 KiB), each region an independent cuckoo table with its own
-    /// seed; an insert that finds no place rebuilds its region alone with a
-    /// new seed (up to 8 tried) before it fails. Lookups read one region
-    /// word and 2 or 3 buckets; no stash. Failures and rebuilds stay local
-    /// to one region, which suits tables built, moved or swapped in pieces.
-    /// Inserts lock their region, so keys of one region insert one at a
-    /// time; like [`Scheme::Cuckoo`], do not mix lookups with concurrent
-    /// inserts in your own kernels. Erase frees the slot.
+    /// (about 16 KiB, or 64 KiB in tables from 32 MiB of slots), each
+    /// region an independent cuckoo table with its own seed. A key its
+    /// region cannot place goes to an overflow shared by all regions (0.8%
+    /// of the slots, linearly probed), which its region word counts; a
+    /// table of one region rebuilds it with a new seed (up to 8 tried)
+    /// instead. Lookups read one region word and 2 or 3 buckets, and the
+    /// overflow only for regions with keys there; no stash. Large tables
+    /// refuse no key below a load of 0.97. Inserts lock their region, so
+    /// keys of one region insert one at a time; like [`Scheme::Cuckoo`], do
+    /// not mix lookups with concurrent inserts in your own kernels. Erase
+    /// frees the slot (a tombstone in the overflow).
     TwoLevel,
     /// Chaining over slab lists (SlabHash; the WebGPU seed's slab-list
     /// table): a quarter of the 32-byte buckets are chain heads, one per
