@@ -84,7 +84,8 @@ pub const MAX_EVICTIONS: u64 = 64;
 /// bytes, only while the stash is not empty).
 pub const STASH_PAIRS: u64 = 32;
 
-/// Buckets per region of the two-level scheme in tables of fewer than
+/// Buckets of a region's span (the region and its 128th of the overflow,
+/// [`OVERFLOW_SHARE`]) in two-level tables of fewer than
 /// [`LARGE_REGIONS_FROM`] buckets (16 KiB of slots: 2048 eight-byte or 1024
 /// sixteen-byte slots). Large enough that region loads stay close to the
 /// table's: the fullest of a few dozen regions of a table at load 0.875
@@ -96,13 +97,14 @@ pub const STASH_PAIRS: u64 = 32;
 /// short serial job.
 pub const REGION_BUCKETS: u64 = 512;
 
-/// Buckets per region of the two-level scheme in tables of at least
+/// Buckets of a region's span (the region and its 128th of the overflow)
+/// in two-level tables of at least
 /// [`LARGE_REGIONS_FROM`] buckets (64 KiB of slots: one CUDA region-build
 /// block). An 8192-slot region's load varies half as much as a 2048-slot
 /// one's, so far fewer regions overflow: at 2^27 slots and load 0.9, none
 /// of the keys of one batch was refused, against 60 (u32) and 2,600 (u64)
 /// with 512-bucket regions; at 0.95, 1,400-7,000 against 100,000-220,000
-/// (NVIDIA H200).
+/// (NVIDIA H200, before the overflow took such keys).
 pub const LARGE_REGION_BUCKETS: u64 = 2048;
 
 /// Buckets from which a two-level table takes [`LARGE_REGION_BUCKETS`]
@@ -112,7 +114,7 @@ pub const LARGE_REGION_BUCKETS: u64 = 2048;
 /// (a 4096-slot table filled to refusal ran for minutes on an H200).
 pub const LARGE_REGIONS_FROM: u64 = 1 << 20;
 
-/// Buckets per region of a two-level table of `buckets` buckets (of more
+/// Buckets of a region's span in a two-level table of `buckets` buckets (of more
 /// than one region).
 pub const fn region_buckets(buckets: u64) -> u64 {
     if buckets >= LARGE_REGIONS_FROM { LARGE_REGION_BUCKETS } else { REGION_BUCKETS }
