@@ -1251,20 +1251,21 @@ __device__ int insert_by_warp(const View& t, u64 k, V value, u32 mode, u32 op, u
 //   2. Every thread takes a waiting key (the first copy of each; later
 //      copies wait) on a random walk of exchanges in its candidates (below,
 //      tl_walk); then the later copies update the slot their key reached.
-//      Step 1's regions are first written to the table, so a region where
-//      a walk gives up (a pair left in hand) restarts from there; a fresh
-//      table, all this batch's keys, goes on from the walks' state with the
-//      pairs left in hand instead. One warp per such region places its
-//      list one key at a time, a copy placed
-//      meanwhile being updated, else by a breadth-first search over
-//      eviction paths (every lane checks one path of the current length,
-//      up to TL_LEVELS moves) that moves the residents of the shortest
-//      path, last move first, and stores the key where the first was.
-// Keys without a path (and lists longer than shared memory holds), and the
-// keys of regions with keys in the overflow, are deferred to the plain
-// kernel, run with a probe limit of 0: under its region's lock a key takes
-// a free candidate slot, else the overflow, and walks further only when
-// the overflow has no room; it refuses exactly what it cannot place.
+//      In a fresh table (all this batch's keys) a walk that gives up
+//      defers the pair left in its hand. In a table that held keys, step
+//      1's regions are first written to the table, so a region where a walk
+//      gives up restarts from there (a walk must not leave a key stored
+//      before this call in hand): one warp places its list one key at a
+//      time, a copy placed meanwhile being updated, else by a breadth-first
+//      search over eviction paths (every lane checks one path of the
+//      current length, up to TL_LEVELS moves) that moves the residents of
+//      the shortest path, last move first, and stores the key where the
+//      first was.
+// Those deferred pairs, keys without a path, lists longer than shared
+// memory holds and the keys of regions with keys in the overflow go to the
+// plain kernel, run with a probe limit of 0: under its region's lock a key
+// takes a free candidate slot, else the overflow, and walks further only
+// when the overflow has no room; it refuses exactly what it cannot place.
 constexpr int TL_D = gh::cuckoo::Choices<K, V>::D;
 constexpr int TL_S = View::SLOTS;
 // Waiting pairs a build block holds in shared memory (8 KiB).
@@ -1484,7 +1485,6 @@ __device__ __forceinline__ void tl_build(const View& t, const gh::two_level::Reg
     __shared__ u32 filter[TL_FILTER_BITS / 32];  // bits of the keys that wait
     __shared__ u32 again[TL_WAITING / 32];       // waiting pairs whose bit was set before
     __shared__ u32 later[TL_WAITING / 32];       // waiting pairs that are later copies of a key
-    __shared__ u32 placed[TL_WAITING / 32];      // waiting pairs a walk placed (fresh tables)
     __shared__ u32 next_walk;                    // the next waiting pair to take
     const u64 r = blockIdx.x, sub0 = r * TL_SUBS;
     const u32 subs = (u32)min((u64)TL_SUBS, g.count - sub0);
@@ -1505,7 +1505,7 @@ __device__ __forceinline__ void tl_build(const View& t, const gh::two_level::Reg
         spilled[threadIdx.x] = gh::two_level::Regions<K, V>::spilled(w) != 0;
     }
     for (u32 j = threadIdx.x; j < TL_FILTER_BITS / 32; j += blockDim.x) filter[j] = 0;
-    for (u32 j = threadIdx.x; j < TL_WAITING / 32; j += blockDim.x) again[j] = later[j] = placed[j] = 0;
+    for (u32 j = threadIdx.x; j < TL_WAITING / 32; j += blockDim.x) again[j] = later[j] = 0;
     if (threadIdx.x == 0) next_walk = 0;
     copy_async_wait();
     __syncthreads();
@@ -1587,13 +1587,13 @@ __device__ __forceinline__ void tl_build(const View& t, const gh::two_level::Reg
     });
     __syncthreads();
 
-    // 2. Random walks for every region's waiting pairs. A region where one
+    // 2. Random walks for every region's waiting pairs. A fresh table holds
+    // only this batch's keys: a walk that gives up defers its pair in hand
+    // (to the overflow, rather than a warp's search of the whole region),
+    // and the table is not copied first (a whole table's write at every
+    // load from 0.5, as nearly every region has a few waiting pairs). Otherwise a region where a walk
     // gives up restarts from step 1's state, written to the table first,
-    // so that a walk never leaves a key stored before this call in hand. A
-    // fresh table holds only this batch's keys: its regions go on from
-    // where the walks stopped, with the pairs left in hand, and skip that
-    // copy of the table (a whole table's write at every load from 0.5, as
-    // nearly every region has a few waiting pairs).
+    // so that a walk never leaves a key stored before this call in hand.
     u32 total = 0;  // waiting pairs of the block (the same for every thread)
     for (u32 sub = 0; sub < subs; ++sub) total += min(npend[sub], TL_PEND);
     if (total > 0) {
@@ -1659,10 +1659,14 @@ __device__ __forceinline__ void tl_build(const View& t, const gh::two_level::Reg
             raw w = pend[p];
             if (tl_walk<RB>(region, w, seeds[sub], sub, &gave_up[sub])) {
                 atomicAdd(&walked[sub], 1u);
-                if (fresh) atomicOr(&placed[p / 32], 1u << (p % 32));
+            } else if (fresh) {
+                // The pair in hand to the plain kernel, which takes it into
+                // the overflow. The region holds as many keys as before the
+                // walk (the walk's own pair, perhaps, in place of one counted
+                // in step 1), so nothing is added to the count here.
+                deferred[atomicAdd(&t.meta->counters[2], 1ull)] = w;
             } else {
                 atomicOr(&gave_up[sub], 1u);
-                if (fresh) pend[p] = w;  // the pair in hand, for the region's warp below
             }
         }
         __syncthreads();
@@ -1685,23 +1689,21 @@ __device__ __forceinline__ void tl_build(const View& t, const gh::two_level::Reg
                     done = true;
                 }
         }
-        if (!done) deferred[atomicAdd(&t.meta->counters[2], 1ull)] = w;  // never expected; the plain kernel decides
+        // Its first copy was left in a walk's hand (a fresh table): deferred with it.
+        if (!done) deferred[atomicAdd(&t.meta->counters[2], 1ull)] = w;
     }
     const u32 warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    if (warp < subs && npend[warp] > 0 && (fresh || !gave_up[warp]) && lane == 0) ins += walked[warp];
-    // A region whose walks gave up: one warp places what is left, from step
-    // 1's state (every waiting pair), or in a fresh table from the walks'
-    // (the pairs no walk placed, those left in hand among them).
+    if (warp < subs && npend[warp] > 0 && !gave_up[warp] && lane == 0) ins += walked[warp];
+    // A region (of a table that held keys) whose walks gave up: one warp
+    // places every waiting pair again from step 1's state.
     if (warp < subs && npend[warp] > 0 && gave_up[warp]) {
-        if (!fresh)
-            for (u32 j = lane; j < TL_WORDS16; j += 32)
-                shared16[warp * TL_WORDS16 + j] = __ldcg(global16 + warp * TL_WORDS16 + j);
+        for (u32 j = lane; j < TL_WORDS16; j += 32)
+            shared16[warp * TL_WORDS16 + j] = __ldcg(global16 + warp * TL_WORDS16 + j);
         __syncwarp();
         const u32 m = min(npend[warp], TL_PEND);
         const u64 seed = seeds[warp];
         for (u32 i = 0; i < m; ++i) {
             const u32 p = warp * TL_PEND + i;
-            if ((placed[p / 32] >> (p % 32)) & 1u) continue;
             const raw w = pend[p];
             const int res = tl_place_by_warp<RB>(t, region, w, warp, seed, lane, mode, op);
             if (lane != 0) continue;

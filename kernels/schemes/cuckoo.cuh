@@ -694,6 +694,10 @@ __device__ int insert(const ViewCore<K, V>& t, u64 k, V value, u32 mode, u32 op)
     // under the region's lock (at load 0.95 they took an insert from 79 to
     // 245 ms on an H200), so they take a free candidate slot, then the
     // overflow while it has room, and walk only then.
+    // Other keys walk up to 64 moves before the overflow: walks of 16 fill
+    // regions to about 0.95, those of 64 to past 0.97 (the CPU at 2^22
+    // slots).
+    const u64 steps = t.limit == 0 ? 0 : GH_CUCKOO_MAX_EVICTIONS;
     const bool room = g.over && (out & GH_CUCKOO_REGION_SPILLED) != GH_CUCKOO_REGION_SPILLED;
     if (g.e.locate(xc, k, &j, &i)) {
         t.update_value(g.e.cell(xc[j], i), value, mode, op);
@@ -701,19 +705,14 @@ __device__ int insert(const ViewCore<K, V>& t, u64 k, V value, u32 mode, u32 op)
     } else if (Regions<K, V>::spilled(old) && (o = g.over_find(k))) {
         t.update_value(o, value, mode, op);
         res = EXISTING;
-    } else if (g.place(sp, word, t.limit, p)) {
-        res = INSERTED;
-    } else if (t.limit == 0 && room && g.over_put(word)) {
-        res = INSERTED;
-        out += 1ull << GH_CUCKOO_SPILL_SHIFT;
-    } else if (g.place(sp, word, GH_CUCKOO_MAX_EVICTIONS, p)) {
-        // A longer walk before the overflow: walks of 16 moves fill regions
-        // to about 0.95, those of 64 to past 0.97 (the CPU at 2^22 slots).
+    } else if (g.place(sp, word, steps, p)) {
         res = INSERTED;
     } else if (room && g.over_put(word)) {
         // No place in the region: the overflow, counted in the region word.
         res = INSERTED;
         out += 1ull << GH_CUCKOO_SPILL_SHIFT;
+    } else if (steps == 0 && g.place(sp, word, GH_CUCKOO_MAX_EVICTIONS, p)) {
+        res = INSERTED;  // a leftover, the overflow full: the walk after all
     } else if (old & GH_CUCKOO_REGION_FULL) {
         res = FAILED;  // a rebuild failed and no key left since: do not redo it
     } else {

@@ -599,8 +599,8 @@ impl<Wd: Word> Probing<Wd> for TwoLevel<'_, Wd> {
                 Wd::store(c, Wd::pack(key, v));
             }
             Placed::Existing
-        } else if self.place(&g, word, self.e.s.probe.limit) || self.place(&g, word, MAX_EVICTIONS) {
-            // A longer walk before the overflow: walks of 16 moves fill
+        } else if self.place(&g, word, MAX_EVICTIONS) {
+            // Walks of up to 64 moves before the overflow: walks of 16 fill
             // regions to about 0.95, those of 64 past 0.97 (2^22 slots).
             Placed::New
         } else if self.r.overflow > 0 && out & REGION_SPILLED != REGION_SPILLED && self.overflow_put(word) {

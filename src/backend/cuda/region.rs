@@ -33,15 +33,18 @@
 //! region goes to a plain insert with a warp per key (`gh_insert_wide`: these
 //! keys' sequences are the table's longest, crossing region ends).
 //!
-//! **Two-level tables** take the same partition: four of their 16 KiB
-//! regions make one build region, and a key's candidates all lie in its own
-//! region. A block claims free candidate slots with shared-memory CASes in
-//! candidate order (so copies of a key meet in one slot), then one warp per
-//! region places the keys whose candidates were all full by a breadth-first
-//! search over eviction paths of up to six moves (four for 16-byte slots;
-//! `kernels/bulk.cu`,
-//! "two-level region build"). Keys without such a path go to the plain
-//! kernel, which walks further or rebuilds their region with a new seed.
+//! **Two-level tables** take the same partition: a build region holds one
+//! two-level region (four small ones in tables under 2^20 buckets), and a
+//! key's candidates all lie in its own region. A block claims free
+//! candidate slots with shared-memory CASes in candidate order (so copies
+//! of a key meet in one slot), then sends each key whose candidates were
+//! all full on a random walk of exchanges. In a table that was empty, a
+//! walk that gives up defers the pair in its hand; in one that held keys,
+//! one warp redoes that region by a breadth-first search over eviction
+//! paths of up to six moves (four for 16-byte slots; `kernels/bulk.cu`,
+//! "two-level region build"). What is left goes to the plain kernel: a free
+//! candidate slot, else the overflow, and a walk or a rebuild of the region
+//! with a new seed only when the overflow is full.
 //!
 //! **Skewed insert-or-apply batches.** A region's bin is one block's work,
 //! so a key repeated millions of times (zipf keys, one hot key) kept one
