@@ -1252,15 +1252,16 @@ __device__ int insert_by_warp(const View& t, u64 k, V value, u32 mode, u32 op, u
 //      copies wait) on a random walk of exchanges in its candidates (below,
 //      tl_walk); then the later copies update the slot their key reached.
 //      In a fresh table (all this batch's keys) a walk that gives up
-//      defers the pair left in its hand. In a table that held keys, step
-//      1's regions are first written to the table, so a region where a walk
-//      gives up restarts from there (a walk must not leave a key stored
-//      before this call in hand): one warp places its list one key at a
-//      time, a copy placed meanwhile being updated, else by a breadth-first
-//      search over eviction paths (every lane checks one path of the
-//      current length, up to TL_LEVELS moves) that moves the residents of
-//      the shortest path, last move first, and stores the key where the
-//      first was.
+//      defers the pair left in its hand (insert-or-apply batches: the
+//      region's warp below goes on from the walks' state). In a table that
+//      held keys, step 1's regions are first written to the table, so a
+//      region where a walk gives up restarts from there (a walk must not
+//      leave a key stored before this call in hand): one warp places its
+//      list one key at a time, a copy placed meanwhile being updated, else
+//      by a breadth-first search over eviction paths (every lane checks
+//      one path of the current length, up to TL_LEVELS moves) that moves
+//      the residents of the shortest path, last move first, and stores the
+//      key where the first was.
 // Those deferred pairs, keys without a path, lists longer than shared
 // memory holds and the keys of regions with keys in the overflow go to the
 // plain kernel, run with a probe limit of 0: under its region's lock a key
@@ -1371,6 +1372,11 @@ __device__ bool tl_path(View::raw* region, const u32* xc, u64 seed, u32 sub, u32
 // region load of 0.9 (2-choice, 4-slot buckets) walks take a few steps;
 // one that runs this long is in a region past what cuckoo placement holds.
 constexpr u32 TL_WALK_STEPS = 512;
+// In a table that was empty a walk that gives up hands its pair to the
+// overflow, so it gives up sooner: measured on an H200 (2^27 slots, load
+// 0.95) u32 inserts ran at 10.1, 11.0, 11.6 and 11.3 G/s with 512, 256,
+// 128 and 64 steps, u64 at 6.1, 6.9, 8.0 and 8.4.
+constexpr u32 TL_FRESH_WALK_STEPS = View::WORD_BYTES == 8 ? 128 : 64;
 
 // Puts w into *slot and returns what was there (one atomic: 8-byte slots
 // exchange, 16-byte slots swap by CAS, as nothing else but walks write).
@@ -1397,12 +1403,12 @@ template <typename R> __device__ __forceinline__ R tl_exchange(R* slot, const R&
 // without locks. False: the walk gave up, or *stop was set by another walk
 // of the region, with a pair still in hand, left in w.
 template <u32 RB>
-__device__ bool tl_walk(View::raw* region, View::raw& w, u64 seed, u32 sub, const volatile u32* stop) {
+__device__ bool tl_walk(View::raw* region, View::raw& w, u64 seed, u32 sub, u32 steps, const volatile u32* stop) {
     typedef View::W W;
     u64 k = W::key(w);
     u32 rnd = (u32)gh::mix64(k, seed ^ GH_CUCKOO_WALK_SALT) | 1u;
     u32 b = tl_cand<RB>(k, seed, sub, (int)(rnd % TL_D));
-    for (u32 step = 0; step < TL_WALK_STEPS; ++step) {
+    for (u32 step = 0; step < steps; ++step) {
         View::raw* bucket = region + b * TL_S;
         u64 kk[TL_S];
         shared_bucket_keys(bucket, kk);
@@ -1485,8 +1491,11 @@ __device__ __forceinline__ void tl_build(const View& t, const gh::two_level::Reg
     __shared__ u32 filter[TL_FILTER_BITS / 32];  // bits of the keys that wait
     __shared__ u32 again[TL_WAITING / 32];       // waiting pairs whose bit was set before
     __shared__ u32 later[TL_WAITING / 32];       // waiting pairs that are later copies of a key
+    __shared__ u32 placed[TL_WAITING / 32];      // waiting pairs a walk placed (fresh tables)
     __shared__ u32 next_walk;                    // the next waiting pair to take
     const u64 r = blockIdx.x, sub0 = r * TL_SUBS;
+    // Whether a walk that gives up hands its pair on (below, step 2).
+    const bool hand_on = fresh && mode != gh::MODE_APPLY;
     const u32 subs = (u32)min((u64)TL_SUBS, g.count - sub0);
     const u64 first = sub0 * RB;
     const u32 nb = subs * RB;
@@ -1505,7 +1514,7 @@ __device__ __forceinline__ void tl_build(const View& t, const gh::two_level::Reg
         spilled[threadIdx.x] = gh::two_level::Regions<K, V>::spilled(w) != 0;
     }
     for (u32 j = threadIdx.x; j < TL_FILTER_BITS / 32; j += blockDim.x) filter[j] = 0;
-    for (u32 j = threadIdx.x; j < TL_WAITING / 32; j += blockDim.x) again[j] = later[j] = 0;
+    for (u32 j = threadIdx.x; j < TL_WAITING / 32; j += blockDim.x) again[j] = later[j] = placed[j] = 0;
     if (threadIdx.x == 0) next_walk = 0;
     copy_async_wait();
     __syncthreads();
@@ -1540,9 +1549,10 @@ __device__ __forceinline__ void tl_build(const View& t, const gh::two_level::Reg
 #pragma unroll
         for (int j = 0; j < TL_D; ++j) xc[j] = tl_cand<RB>(k, seed, sub, j);
         // The key anywhere among its candidates (a table built earlier may
-        // hold it past a slot an erase freed).
+        // hold it past a slot an erase freed). Not in a fresh table: there
+        // copies of a key meet in the claims below, which only fill slots.
 #pragma unroll
-        for (int j = 0; j < TL_D; ++j) {
+        for (int j = 0; j < TL_D && !fresh; ++j) {
             u64 kk[TL_S];
             shared_bucket_keys(region + xc[j] * TL_S, kk);
 #pragma unroll
@@ -1588,10 +1598,14 @@ __device__ __forceinline__ void tl_build(const View& t, const gh::two_level::Reg
     __syncthreads();
 
     // 2. Random walks for every region's waiting pairs. A fresh table holds
-    // only this batch's keys: a walk that gives up defers its pair in hand
-    // (to the overflow, rather than a warp's search of the whole region),
-    // and the table is not copied first (a whole table's write at every
-    // load from 0.5, as nearly every region has a few waiting pairs). Otherwise a region where a walk
+    // only this batch's keys, and is not copied first (a whole table's
+    // write at every load from 0.5, as nearly every region has a few
+    // waiting pairs): a walk that gives up defers its pair in hand (to the
+    // overflow, rather than a warp's search of the whole region), or in an
+    // insert-or-apply batch stops the region's walks, and its warp goes on
+    // with the pairs left in hand (below). Deferring there took u32 batches
+    // of 16 copies a key at load 0.9 from 34 to 2.8 G/s (H200; the cause
+    // was not found). In a table that held keys a region where a walk
     // gives up restarts from step 1's state, written to the table first,
     // so that a walk never leaves a key stored before this call in hand.
     u32 total = 0;  // waiting pairs of the block (the same for every thread)
@@ -1657,9 +1671,10 @@ __device__ __forceinline__ void tl_build(const View& t, const gh::two_level::Reg
             if (locate(i, &sub, &at) || *(volatile u32*)&gave_up[sub]) continue;
             const u32 p = sub * TL_PEND + at;
             raw w = pend[p];
-            if (tl_walk<RB>(region, w, seeds[sub], sub, &gave_up[sub])) {
+            if (tl_walk<RB>(region, w, seeds[sub], sub, hand_on ? TL_FRESH_WALK_STEPS : TL_WALK_STEPS, &gave_up[sub])) {
                 atomicAdd(&walked[sub], 1u);
-            } else if (fresh) {
+                if (fresh) atomicOr(&placed[p / 32], 1u << (p % 32));
+            } else if (hand_on) {
                 // The pair in hand to the plain kernel, which takes it into
                 // the overflow. The region holds as many keys as before the
                 // walk (the walk's own pair, perhaps, in place of one counted
@@ -1667,6 +1682,7 @@ __device__ __forceinline__ void tl_build(const View& t, const gh::two_level::Reg
                 deferred[atomicAdd(&t.meta->counters[2], 1ull)] = w;
             } else {
                 atomicOr(&gave_up[sub], 1u);
+                if (fresh) pend[p] = w;  // the pair in hand, for the region's warp below
             }
         }
         __syncthreads();
@@ -1693,17 +1709,20 @@ __device__ __forceinline__ void tl_build(const View& t, const gh::two_level::Reg
         if (!done) deferred[atomicAdd(&t.meta->counters[2], 1ull)] = w;
     }
     const u32 warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    if (warp < subs && npend[warp] > 0 && !gave_up[warp] && lane == 0) ins += walked[warp];
-    // A region (of a table that held keys) whose walks gave up: one warp
-    // places every waiting pair again from step 1's state.
+    if (warp < subs && npend[warp] > 0 && (fresh || !gave_up[warp]) && lane == 0) ins += walked[warp];
+    // A region whose walks gave up: one warp places what is left, from step
+    // 1's state (every waiting pair), or in a fresh table from the walks'
+    // (the pairs no walk placed, those left in hand among them).
     if (warp < subs && npend[warp] > 0 && gave_up[warp]) {
-        for (u32 j = lane; j < TL_WORDS16; j += 32)
-            shared16[warp * TL_WORDS16 + j] = __ldcg(global16 + warp * TL_WORDS16 + j);
+        if (!fresh)
+            for (u32 j = lane; j < TL_WORDS16; j += 32)
+                shared16[warp * TL_WORDS16 + j] = __ldcg(global16 + warp * TL_WORDS16 + j);
         __syncwarp();
         const u32 m = min(npend[warp], TL_PEND);
         const u64 seed = seeds[warp];
         for (u32 i = 0; i < m; ++i) {
             const u32 p = warp * TL_PEND + i;
+            if ((placed[p / 32] >> (p % 32)) & 1u) continue;
             const raw w = pend[p];
             const int res = tl_place_by_warp<RB>(t, region, w, warp, seed, lane, mode, op);
             if (lane != 0) continue;

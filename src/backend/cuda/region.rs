@@ -39,10 +39,11 @@
 //! candidate slots with shared-memory CASes in candidate order (so copies
 //! of a key meet in one slot), then sends each key whose candidates were
 //! all full on a random walk of exchanges. In a table that was empty, a
-//! walk that gives up defers the pair in its hand; in one that held keys,
-//! one warp redoes that region by a breadth-first search over eviction
-//! paths of up to six moves (four for 16-byte slots; `kernels/bulk.cu`,
-//! "two-level region build"). What is left goes to the plain kernel: a free
+//! walk that gives up defers the pair in its hand; otherwise (and in
+//! insert-or-apply batches, from the walks' state) one warp places the
+//! region's waiting keys by a breadth-first search over eviction paths of
+//! up to six moves (four for 16-byte slots; `kernels/bulk.cu`, "two-level
+//! region build"). What is left goes to the plain kernel: a free
 //! candidate slot, else the overflow, and a walk or a rebuild of the region
 //! with a new seed only when the overflow is full.
 //!
