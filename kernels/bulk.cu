@@ -1491,11 +1491,8 @@ __device__ __forceinline__ void tl_build(const View& t, const gh::two_level::Reg
     __shared__ u32 filter[TL_FILTER_BITS / 32];  // bits of the keys that wait
     __shared__ u32 again[TL_WAITING / 32];       // waiting pairs whose bit was set before
     __shared__ u32 later[TL_WAITING / 32];       // waiting pairs that are later copies of a key
-    __shared__ u32 placed[TL_WAITING / 32];      // waiting pairs a walk placed (fresh tables)
     __shared__ u32 next_walk;                    // the next waiting pair to take
     const u64 r = blockIdx.x, sub0 = r * TL_SUBS;
-    // Whether a walk that gives up hands its pair on (below, step 2).
-    const bool hand_on = fresh && mode != gh::MODE_APPLY;
     const u32 subs = (u32)min((u64)TL_SUBS, g.count - sub0);
     const u64 first = sub0 * RB;
     const u32 nb = subs * RB;
@@ -1514,7 +1511,7 @@ __device__ __forceinline__ void tl_build(const View& t, const gh::two_level::Reg
         spilled[threadIdx.x] = gh::two_level::Regions<K, V>::spilled(w) != 0;
     }
     for (u32 j = threadIdx.x; j < TL_FILTER_BITS / 32; j += blockDim.x) filter[j] = 0;
-    for (u32 j = threadIdx.x; j < TL_WAITING / 32; j += blockDim.x) again[j] = later[j] = placed[j] = 0;
+    for (u32 j = threadIdx.x; j < TL_WAITING / 32; j += blockDim.x) again[j] = later[j] = 0;
     if (threadIdx.x == 0) next_walk = 0;
     copy_async_wait();
     __syncthreads();
@@ -1537,13 +1534,6 @@ __device__ __forceinline__ void tl_build(const View& t, const gh::two_level::Reg
         // The pair this lane places (or leaves waiting) for its copies.
         const raw w = group ? W::pack(k, gh::to_bits<V>(value)) : word;
         const u32 sub = (u32)(g.region(k) - sub0);
-        // The overflow may hold keys of this region: the plain kernel, which
-        // reads it, takes them. (Reading it here made the build spill
-        // registers, 10% slower for every batch.)
-        if (spilled[sub]) {
-            deferred[atomicAdd(&t.meta->counters[2], 1ull)] = w;
-            return;
-        }
         const u64 seed = seeds[sub];
         u32 xc[TL_D];
 #pragma unroll
@@ -1561,6 +1551,16 @@ __device__ __forceinline__ void tl_build(const View& t, const gh::two_level::Reg
                     t.update_value(&region[xc[j] * TL_S + s], value, mode, op);
                     return;
                 }
+        }
+        // Not in the region, and its overflow holds keys of this region: the
+        // plain kernel, which reads the overflow, takes it. (Reading it here
+        // made the build spill registers, 10% slower for every batch.) A key
+        // the region holds is updated above, even here: deferring every key
+        // of such regions took an insert-or-apply batch that repeats a
+        // table's keys at load 0.95 to 1.8 G/s (u32, H200).
+        if (spilled[sub]) {
+            deferred[atomicAdd(&t.meta->counters[2], 1ull)] = w;
+            return;
         }
 #pragma unroll
         for (int j = 0; j < TL_D; ++j) {
@@ -1601,13 +1601,11 @@ __device__ __forceinline__ void tl_build(const View& t, const gh::two_level::Reg
     // only this batch's keys, and is not copied first (a whole table's
     // write at every load from 0.5, as nearly every region has a few
     // waiting pairs): a walk that gives up defers its pair in hand (to the
-    // overflow, rather than a warp's search of the whole region), or in an
-    // insert-or-apply batch stops the region's walks, and its warp goes on
-    // with the pairs left in hand (below). Deferring there took u32 batches
-    // of 16 copies a key at load 0.9 from 34 to 2.8 G/s (H200; the cause
-    // was not found). In a table that held keys a region where a walk
-    // gives up restarts from step 1's state, written to the table first,
-    // so that a walk never leaves a key stored before this call in hand.
+    // overflow, rather than a warp's search of the whole region). In a
+    // table that held keys a region where a walk gives up restarts from
+    // step 1's state, written to the table first, so that a walk never
+    // leaves a key stored before this call in hand, and one warp searches
+    // the whole region for its waiting pairs (below).
     u32 total = 0;  // waiting pairs of the block (the same for every thread)
     for (u32 sub = 0; sub < subs; ++sub) total += min(npend[sub], TL_PEND);
     if (total > 0) {
@@ -1671,10 +1669,9 @@ __device__ __forceinline__ void tl_build(const View& t, const gh::two_level::Reg
             if (locate(i, &sub, &at) || *(volatile u32*)&gave_up[sub]) continue;
             const u32 p = sub * TL_PEND + at;
             raw w = pend[p];
-            if (tl_walk<RB>(region, w, seeds[sub], sub, hand_on ? TL_FRESH_WALK_STEPS : TL_WALK_STEPS, &gave_up[sub])) {
+            if (tl_walk<RB>(region, w, seeds[sub], sub, fresh ? TL_FRESH_WALK_STEPS : TL_WALK_STEPS, &gave_up[sub])) {
                 atomicAdd(&walked[sub], 1u);
-                if (fresh) atomicOr(&placed[p / 32], 1u << (p % 32));
-            } else if (hand_on) {
+            } else if (fresh) {
                 // The pair in hand to the plain kernel, which takes it into
                 // the overflow. The region holds as many keys as before the
                 // walk (the walk's own pair, perhaps, in place of one counted
@@ -1682,7 +1679,6 @@ __device__ __forceinline__ void tl_build(const View& t, const gh::two_level::Reg
                 deferred[atomicAdd(&t.meta->counters[2], 1ull)] = w;
             } else {
                 atomicOr(&gave_up[sub], 1u);
-                if (fresh) pend[p] = w;  // the pair in hand, for the region's warp below
             }
         }
         __syncthreads();
@@ -1709,20 +1705,17 @@ __device__ __forceinline__ void tl_build(const View& t, const gh::two_level::Reg
         if (!done) deferred[atomicAdd(&t.meta->counters[2], 1ull)] = w;
     }
     const u32 warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    if (warp < subs && npend[warp] > 0 && (fresh || !gave_up[warp]) && lane == 0) ins += walked[warp];
-    // A region whose walks gave up: one warp places what is left, from step
-    // 1's state (every waiting pair), or in a fresh table from the walks'
-    // (the pairs no walk placed, those left in hand among them).
+    if (warp < subs && npend[warp] > 0 && !gave_up[warp] && lane == 0) ins += walked[warp];
+    // A region whose walks gave up (only in a table that held keys): one
+    // warp places every waiting pair, from step 1's state.
     if (warp < subs && npend[warp] > 0 && gave_up[warp]) {
-        if (!fresh)
-            for (u32 j = lane; j < TL_WORDS16; j += 32)
-                shared16[warp * TL_WORDS16 + j] = __ldcg(global16 + warp * TL_WORDS16 + j);
+        for (u32 j = lane; j < TL_WORDS16; j += 32)
+            shared16[warp * TL_WORDS16 + j] = __ldcg(global16 + warp * TL_WORDS16 + j);
         __syncwarp();
         const u32 m = min(npend[warp], TL_PEND);
         const u64 seed = seeds[warp];
         for (u32 i = 0; i < m; ++i) {
             const u32 p = warp * TL_PEND + i;
-            if ((placed[p / 32] >> (p % 32)) & 1u) continue;
             const raw w = pend[p];
             const int res = tl_place_by_warp<RB>(t, region, w, warp, seed, lane, mode, op);
             if (lane != 0) continue;
