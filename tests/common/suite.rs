@@ -1287,6 +1287,19 @@ fn large_regions_body<K: Key, V: TestValue>(dev: Target) {
     let failed = insert(&mut t, &mut o, Op::Apply(Reduce::Sum), &keys, &vals, &cx);
     assert!(failed.is_empty(), "{cx}: {} positions refused at load 0.9", failed.len());
 
+    // A second large batch over the stored keys: on CUDA the region build
+    // of a table that holds keys, some of them in the overflow, where a
+    // region must update the keys it holds and leave the others to the
+    // kernel that reads the overflow.
+    cx.phase = format!("insert-or-apply over every stored key at load 0.9 of {slots} slots");
+    let mut held: Vec<K> = o.map.keys().copied().collect();
+    held.sort_unstable();
+    let keys = with_duplicates(&mut cx.rng, &held, held.len() / 4);
+    let vals = num_values::<V>(&mut cx.rng, keys.len());
+    let failed = insert(&mut t, &mut o, Op::Apply(Reduce::Sum), &keys, &vals, &cx);
+    assert!(failed.is_empty(), "{cx}: {} positions refused updating stored keys", failed.len());
+    check_table(&t, &o, &cx);
+
     let step = (slots / 200) as usize;
     let mut refused = 0;
     while t.len() + step as u64 <= slots * 97 / 100 {
