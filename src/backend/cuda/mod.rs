@@ -171,23 +171,34 @@ pub(crate) fn driver_error(ordinal: usize, e: DriverError) -> Error {
 /// Whether CUDA device `ordinal` can be used: the driver and NVRTC load and
 /// the device exists.
 pub fn available(ordinal: usize) -> Result<()> {
+    // Probed once a process: every table creation checks, and looking for
+    // the shared libraries took 5-7 ms a time on an H200 machine (a paged
+    // table checked four times), while neither the libraries nor the
+    // driver's answer (its initialisation errors are final) changes.
+    static PROBED: std::sync::OnceLock<std::result::Result<usize, String>> = std::sync::OnceLock::new();
+    let count = PROBED.get_or_init(probe_driver).clone();
     let device = Device::Cuda(ordinal).to_string();
-    let why = |reason: String| Error::Unavailable { device: device.clone(), reason };
+    let count = count.map_err(|reason| Error::Unavailable { device: device.clone(), reason })?;
+    if ordinal >= count {
+        return Err(Error::Unavailable { device, reason: format!("only {count} CUDA device(s) present") });
+    }
+    Ok(())
+}
+
+/// The number of CUDA devices, or why CUDA cannot be used.
+fn probe_driver() -> std::result::Result<usize, String> {
     // Safety: only probes whether the shared libraries can be opened.
     if !unsafe { cudarc::driver::sys::is_culib_present() } {
-        return Err(why("the CUDA driver library (libcuda.so) was not found".into()));
+        return Err("the CUDA driver library (libcuda.so) was not found".into());
     }
     // Safety: as above, for NVRTC.
     if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
-        return Err(why("NVRTC (libnvrtc.so) was not found; install the CUDA runtime compiler".into()));
+        return Err("NVRTC (libnvrtc.so) was not found; install the CUDA runtime compiler".into());
     }
     let count = std::panic::catch_unwind(CudaContext::device_count)
-        .map_err(|_| why("the CUDA driver could not be initialised".into()))?
-        .map_err(|e| why(format!("{e:?}")))?;
-    if ordinal >= count.max(0) as usize {
-        return Err(why(format!("only {count} CUDA device(s) present")));
-    }
-    Ok(())
+        .map_err(|_| "the CUDA driver could not be initialised".to_string())?
+        .map_err(|e| format!("{e:?}"))?;
+    Ok(count.max(0) as usize)
 }
 
 /// The table as seen from a kernel: pass it by value to kernels that include
