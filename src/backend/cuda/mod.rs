@@ -490,7 +490,8 @@ impl<K: Key, V: Value> CudaTable<K, V> {
     pub(crate) fn insert_raw(&mut self, keys: &CudaView<'_, K>, values: &CudaView<'_, V>, mode: InsertMode) -> Result<RawInsert> {
         let n = keys.len() as u64;
         let (slots, buckets, setting) = (self.config.slots, self.probe.buckets, self.config.region_build);
-        let chunk = region::chunk_len(n, mode, self.live, slots, buckets, setting);
+        let shape = region::Shape { scheme: self.config.scheme, word: K::Word::<V>::BYTES, live: self.live, slots, buckets };
+        let chunk = region::chunk_len(n, mode, shape, setting);
         let (Some(chunk), Some(_)) = (chunk, &self.kernels.region) else {
             return self.insert_plain(keys, values, mode);
         };

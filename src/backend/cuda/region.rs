@@ -73,8 +73,10 @@
 //! device (by any table) reuse it, and it stays allocated until
 //! [`release_scratch`] frees it.
 //!
-//! **When it runs.** A batch of at least a sixteenth of the table's slots,
-//! into a table of two regions or more, that leaves the table at most 96%
+//! **When it runs.** A batch of at least a sixteenth of the table's slots
+//! (a 256th, into a two-level table at least 75% full, 85% for u64 pairs,
+//! where the plain kernel leaves many keys to its locked insert), into a
+//! table of two regions or more, that leaves the table at most 96%
 //! full; insert-or-apply batches, which mostly repeat keys, whenever the
 //! table is at most 96% full before, in chunks of up to max(slots, 2^26)
 //! keys (see [`chunk_len`] for the figures). If the scratch cannot be
@@ -128,6 +130,24 @@ const LOCAL_HIST_REGIONS: u64 = 1 << 15;
 /// Batches smaller than this share of the table's slots take the plain
 /// kernel: a region build moves the whole table twice whatever the batch.
 const MIN_BATCH_SHARE: u64 = 16;
+/// The same for a two-level table at least [`two_level_busy`] full, whose
+/// plain kernel leaves more keys to its locked insert the fuller the table.
+/// Measured on an H200, 2^27 slots, 2^20 keys, ms by the plain kernel /
+/// by regions: u32 pairs 0.31 / 0.76 at load 0.5, 0.66 / 0.85 at 0.7, 1.36 /
+/// 0.87 at 0.8, 8.4 / 1.4 at 0.9, 76 / 7.8 at 0.95 (2^19 keys at 0.9: 3.8 /
+/// 1.2); u64 pairs, whose regions take twice the bytes, 1.14 / 1.76 at 0.8
+/// and 8.3 / 3.4 at 0.9.
+const TWO_LEVEL_MIN_BATCH_SHARE: u64 = 256;
+
+/// Load (percent) from which a two-level table of `word`-byte slots takes
+/// the region build for batches of [`TWO_LEVEL_MIN_BATCH_SHARE`].
+fn two_level_busy(word: usize) -> u64 {
+    if word <= 8 {
+        75
+    } else {
+        85
+    }
+}
 
 /// Keys one partition block stages per tile (`PART_TILE` in the kernels).
 fn tile(word_bytes: usize) -> u64 {
@@ -378,12 +398,25 @@ pub fn release_scratch(ordinal: usize) -> usize {
     taken.map_or(0, |s| s.bytes())
 }
 
-/// Whether a build of `n` keys into a table of `slots` slots and `buckets`
-/// buckets suits the region build.
-pub(crate) fn suits(n: u64, slots: u64, buckets: u64) -> bool {
-    buckets >= 2 * REGION_BUCKETS
-        && buckets.div_ceil(REGION_BUCKETS) <= MAX_REGIONS
-        && n >= slots / MIN_BATCH_SHARE
+/// What the choice of the region build knows of a table.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Shape {
+    pub scheme: Scheme,
+    /// Bytes a slot.
+    pub word: usize,
+    /// Keys stored.
+    pub live: u64,
+    pub slots: u64,
+    pub buckets: u64,
+}
+
+/// Whether a build of `n` keys into table `t` suits the region build.
+pub(crate) fn suits(n: u64, t: Shape) -> bool {
+    let busy = t.live as u128 * 100 >= t.slots as u128 * two_level_busy(t.word) as u128;
+    let share = if t.scheme == Scheme::TwoLevel && busy { TWO_LEVEL_MIN_BATCH_SHARE } else { MIN_BATCH_SHARE };
+    t.buckets >= 2 * REGION_BUCKETS
+        && t.buckets.div_ceil(REGION_BUCKETS) <= MAX_REGIONS
+        && n >= t.slots / share
         && n < u32::MAX as u64
 }
 
@@ -406,14 +439,8 @@ const MAX_CHUNK: u64 = 1 << 26;
 /// known: they take it whenever the table is at most 96% full before, in
 /// chunks of up to max(slots, 2^26) keys. `setting` may override the load
 /// rules ([`RegionBuild`]).
-pub(crate) fn chunk_len(
-    n: u64,
-    mode: InsertMode,
-    live: u64,
-    slots: u64,
-    buckets: u64,
-    setting: RegionBuild,
-) -> Option<u64> {
+pub(crate) fn chunk_len(n: u64, mode: InsertMode, t: Shape, setting: RegionBuild) -> Option<u64> {
+    let (live, slots) = (t.live, t.slots);
     let within = |keys: u64| (live as u128 + keys as u128) * 100 <= slots as u128 * 96;
     let (by_load, cap) = match mode {
         InsertMode::Apply(_) => (within(0), slots.max(MAX_CHUNK)),
@@ -421,7 +448,7 @@ pub(crate) fn chunk_len(
     };
     let chunks = n.div_ceil(cap.min(u32::MAX as u64 - 1)).max(1);
     let chunk = n.div_ceil(chunks);
-    (setting.forced().unwrap_or(by_load) && suits(chunk, slots, buckets)).then_some(chunk)
+    (setting.forced().unwrap_or(by_load) && suits(chunk, t)).then_some(chunk)
 }
 
 impl<K: Key, V: Value> CudaTable<K, V> {
@@ -751,20 +778,35 @@ impl<K: Key, V: Value> CudaTable<K, V> {
 mod tests {
     use super::*;
 
+    fn shape(scheme: Scheme, word: usize, live: u64, slots: u64, buckets: u64) -> Shape {
+        Shape { scheme, word, live, slots, buckets }
+    }
+
     #[test]
     fn only_large_batches_into_multi_region_tables() {
         let slots = 1u64 << 27;
         let buckets = slots / 4;
-        assert!(suits(1 << 26, slots, buckets));
-        assert!(!suits(1 << 20, slots, buckets), "small batches take the plain kernel");
-        assert!(!suits(1 << 10, 1 << 12, 1 << 10), "one region: nothing to gain");
+        for scheme in [Scheme::Linear, Scheme::TwoLevel] {
+            assert!(suits(1 << 26, shape(scheme, 8, 0, slots, buckets)));
+            assert!(!suits(1 << 20, shape(scheme, 8, 0, slots, buckets)), "small batches take the plain kernel");
+            assert!(!suits(1 << 10, shape(scheme, 8, 0, 1 << 12, 1 << 10)), "one region: nothing to gain");
+        }
+        // A two-level table from load 0.75 (u64 pairs: 0.85) on builds
+        // batches down to 1/256 of its slots.
+        let busy = slots / 4 * 3;
+        assert!(suits(1 << 19, shape(Scheme::TwoLevel, 8, busy, slots, buckets)));
+        assert!(!suits((1 << 19) - 1, shape(Scheme::TwoLevel, 8, busy, slots, buckets)));
+        assert!(!suits(1 << 19, shape(Scheme::TwoLevel, 8, busy - 1, slots, buckets)));
+        assert!(!suits(1 << 19, shape(Scheme::TwoLevel, 16, busy, slots, buckets)), "u64 pairs: from 0.85");
+        assert!(suits(1 << 19, shape(Scheme::TwoLevel, 16, slots - slots / 8, slots, buckets)));
+        assert!(!suits(1 << 19, shape(Scheme::Linear, 8, busy, slots, buckets)), "linear probing: not below 1/16");
     }
 
     #[test]
     fn apply_batches_larger_than_the_table_are_built_in_chunks() {
         let (slots, buckets) = (1u64 << 27, 1u64 << 25);
         let sum = InsertMode::Apply(crate::Reduce::Sum);
-        let chunk_len = |n, mode, live, slots, buckets| chunk_len(n, mode, live, slots, buckets, RegionBuild::Auto);
+        let chunk_len = |n, mode, live, slots, buckets| chunk_len(n, mode, shape(Scheme::Linear, 8, live, slots, buckets), RegionBuild::Auto);
         // 2^30 inputs (16 per key at load 0.5): eight equal chunks of the table's size.
         assert_eq!(chunk_len(1 << 30, sum, 0, slots, buckets), Some(1 << 27));
         assert_eq!(chunk_len(3 << 27, sum, 0, slots, buckets), Some(1 << 27));
@@ -785,12 +827,12 @@ mod tests {
         let (slots, buckets) = (1u64 << 27, 1u64 << 25);
         let full = slots / 100 * 97;
         for mode in [InsertMode::Assign, InsertMode::Apply(crate::Reduce::Sum)] {
-            let at = |n, live, setting| chunk_len(n, mode, live, slots, buckets, setting);
+            let at = |n, live, setting| chunk_len(n, mode, shape(Scheme::Linear, 8, live, slots, buckets), setting);
             assert_eq!(at(1 << 26, 0, RegionBuild::Never), None, "never, even where it would pay");
             for forced in [RegionBuild::Always, RegionBuild::TwoPass] {
                 assert_eq!(at(1 << 26, full, forced), Some(1 << 26), "{forced:?} whatever the load");
                 assert_eq!(at(1 << 20, 0, forced), None, "{forced:?}: small batches still take the plain kernel");
-                let one_region = chunk_len(1 << 10, mode, 0, 1 << 12, 1 << 10, forced);
+                let one_region = chunk_len(1 << 10, mode, shape(Scheme::Linear, 8, 0, 1 << 12, 1 << 10), forced);
                 assert_eq!(one_region, None, "{forced:?}: one region, nothing to build");
             }
         }
