@@ -171,10 +171,11 @@ pub(crate) fn driver_error(ordinal: usize, e: DriverError) -> Error {
 /// Whether CUDA device `ordinal` can be used: the driver and NVRTC load and
 /// the device exists.
 pub fn available(ordinal: usize) -> Result<()> {
-    // Probed once a process: every table creation checks, and looking for
-    // the shared libraries took 5-7 ms a time on an H200 machine (a paged
-    // table checked four times), while neither the libraries nor the
-    // driver's answer (its initialisation errors are final) changes.
+    // Probed once a process: every table creation checks (a paged table
+    // twice, and once more for each resident table it creates), looking for
+    // the shared libraries took 5-7 ms a time on an H200 machine, and
+    // neither the libraries nor the driver's answer (its initialisation
+    // errors are final) changes.
     static PROBED: std::sync::OnceLock<std::result::Result<usize, String>> = std::sync::OnceLock::new();
     let count = PROBED.get_or_init(probe_driver).clone();
     let device = Device::Cuda(ordinal).to_string();
