@@ -946,6 +946,81 @@ impl<K: Key, V: Value> CudaTable<K, V> {
     }
 }
 
+impl<K: Key, V: Value> CudaTable<K, V> {
+    /// The pairs in slots, in device memory (the first `n` of each buffer;
+    /// the out-of-band pairs stay in the metadata block).
+    fn export_device(&self) -> Result<(CudaSlice<K>, CudaSlice<V>, usize)> {
+        // Sized by the host's count of live keys, which users' kernels make
+        // stale until `resync`: a table holding more is exported again with
+        // room for what the kernel counted, so no pair is ever left out.
+        let mut cap = self.live.max(1);
+        loop {
+            crate::fault::alloc_point(cap * (std::mem::size_of::<K>() + std::mem::size_of::<V>()) as u64, self.device())?;
+            // Safety: entries below the returned count are written by gh_export.
+            let mut k = unsafe { self.stream.alloc::<K>(cap as usize) }.map_err(|e| self.err(e))?;
+            let mut v = unsafe { self.stream.alloc::<V>(cap as usize) }.map_err(|e| self.err(e))?;
+            let slots = self.config.slots;
+            self.zero_counters()?;
+            let view = self.kernel_view();
+            let mut b = self.stream.launch_builder(&self.kernels.export);
+            b.arg(&view).arg(&slots).arg(&mut k).arg(&mut v).arg(&cap);
+            // Safety: arguments match gh_export; outputs hold `cap` elements.
+            unsafe { b.launch(grid(slots, self.sms)) }.map_err(|e| self.err(e))?;
+            let found = self.read_meta()?[3];
+            if found <= cap {
+                return Ok((k, v, found as usize));
+            }
+            cap = found;
+        }
+    }
+
+    /// A rehash of a cuckoo or two-level table as a bulk insert into fresh
+    /// slots: the step without locks places most keys, and a large
+    /// two-level table takes the region build's fresh path (one coalesced
+    /// pass), where the rehash kernel makes a locked cuckoo insert per old
+    /// slot on a grid capped for its local memory. `None` when
+    /// device memory for the exported pairs is lacking (the caller then
+    /// rehashes slot by slot, which needs none); on a refusal the old slots
+    /// come back untouched.
+    fn rehash_by_insert(&mut self, slots: u64) -> Result<Option<Result<()>>> {
+        let Ok((k, v, n)) = self.export_device() else {
+            return Ok(None);
+        };
+        let spb = K::Word::<V>::slots_per_bucket() as u64;
+        let buckets = slots / spb;
+        let aux_words = self.config.scheme.aux_words(buckets).max(1) as usize;
+        let Ok(new_slots) = Self::alloc_slots(&self.ctx, &self.stream, slots, self.config.memory) else {
+            return Ok(None);
+        };
+        if crate::fault::alloc_point(8 * aux_words as u64, self.device()).is_err() {
+            return Ok(None);
+        }
+        let Ok(new_aux) = self.stream.alloc_zeros::<u64>(aux_words) else {
+            return Ok(None);
+        };
+        let probe = ProbeParams { buckets, seed: self.config.seed, limit: self.config.max_probe_buckets.clamp(1, buckets) };
+        let old = (
+            std::mem::replace(&mut self.slots, new_slots),
+            std::mem::replace(&mut self.aux, TableBuf::new(new_aux, &self.stream)),
+            std::mem::replace(&mut self.probe, probe),
+            std::mem::replace(&mut self.config.slots, slots),
+            std::mem::replace(&mut self.live, 0),
+            std::mem::replace(&mut self.tombstones, 0),
+        );
+        self.pristine.store(true, Ordering::Relaxed);
+        let (kv, vv) = (k.slice(0..n), v.slice(0..n));
+        let outcome = match self.insert_raw(&kv, &vv, InsertMode::IfAbsent) {
+            Ok(raw) if raw.failed.is_empty() => return Ok(Some(Ok(()))),
+            Ok(raw) => Ok(Some(Err(Error::RehashFailed { slots, unplaced: raw.failed.len() as u64 }))),
+            Err(e) => Err(e),
+        };
+        // Back to the old slots, which nothing changed.
+        (self.slots, self.aux, self.probe, self.config.slots, self.live, self.tombstones) = old;
+        self.pristine.store(false, Ordering::Relaxed);
+        outcome
+    }
+}
+
 impl<K: Key, V: Value> Backend<K, V> for CudaTable<K, V> {
     fn as_any(&self) -> &dyn std::any::Any {
         self
@@ -1066,6 +1141,11 @@ impl<K: Key, V: Value> Backend<K, V> for CudaTable<K, V> {
     }
 
     fn rehash(&mut self, slots: u64) -> Result<()> {
+        if matches!(self.config.scheme, Scheme::Cuckoo | Scheme::TwoLevel) {
+            if let Some(done) = self.rehash_by_insert(slots)? {
+                return done;
+            }
+        }
         let new_slots = Self::alloc_slots(&self.ctx, &self.stream, slots, self.config.memory)?;
         let spb = K::Word::<V>::slots_per_bucket() as u64;
         let buckets = slots / spb;
@@ -1104,28 +1184,7 @@ impl<K: Key, V: Value> Backend<K, V> for CudaTable<K, V> {
     }
 
     fn export(&self) -> Result<(Vec<K>, Vec<V>)> {
-        // Sized by the host's count of live keys, which users' kernels make
-        // stale until `resync`: a table holding more is exported again with
-        // room for what the kernel counted, so no pair is ever left out.
-        let mut cap = self.live.max(1);
-        let (k, v, n) = loop {
-            crate::fault::alloc_point(cap * (std::mem::size_of::<K>() + std::mem::size_of::<V>()) as u64, self.device())?;
-            // Safety: entries below the returned count are written by gh_export.
-            let mut k = unsafe { self.stream.alloc::<K>(cap as usize) }.map_err(|e| self.err(e))?;
-            let mut v = unsafe { self.stream.alloc::<V>(cap as usize) }.map_err(|e| self.err(e))?;
-            let slots = self.config.slots;
-            self.zero_counters()?;
-            let view = self.kernel_view();
-            let mut b = self.stream.launch_builder(&self.kernels.export);
-            b.arg(&view).arg(&slots).arg(&mut k).arg(&mut v).arg(&cap);
-            // Safety: arguments match gh_export; outputs hold `cap` elements.
-            unsafe { b.launch(grid(slots, self.sms)) }.map_err(|e| self.err(e))?;
-            let found = self.read_meta()?[3];
-            if found <= cap {
-                break (k, v, found as usize);
-            }
-            cap = found;
-        };
+        let (k, v, n) = self.export_device()?;
         let mut keys = vec![K::from_u64(0); n];
         let mut values = vec![V::from_bits(0); n];
         self.stream.memcpy_dtoh(&k.slice(0..n), &mut keys).map_err(|e| self.err(e))?;
