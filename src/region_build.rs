@@ -15,8 +15,9 @@
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum RegionBuild {
     /// The measured choice (the default): batches of at least a sixteenth of
-    /// the table's slots (of a 256th, into a two-level table at least 75%
-    /// full, 85% for u64 pairs), into tables of two regions or more, that leave the
+    /// the table's slots (into a two-level table: of a 256th from 75% full,
+    /// 85% for u64 pairs; for u32 pairs of a 2048th from 95%), into tables
+    /// of two regions or more, that leave the
     /// table at most 96% full; insert-or-apply batches whenever the table is
     /// at most 96% full before. Every other batch takes the plain kernel.
     #[default]

@@ -74,8 +74,9 @@
 //! [`release_scratch`] frees it.
 //!
 //! **When it runs.** A batch of at least a sixteenth of the table's slots
-//! (a 256th, into a two-level table at least 75% full, 85% for u64 pairs,
-//! where the plain kernel leaves many keys to its locked insert), into a
+//! (into a two-level table, where the plain kernel leaves more keys to its
+//! locked insert the fuller the table: a 256th from 75% full, 85% for u64
+//! pairs; for u32 pairs a 2048th from 95%), into a
 //! table of two regions or more, that leaves the table at most 96%
 //! full; insert-or-apply batches, which mostly repeat keys, whenever the
 //! table is at most 96% full before, in chunks of up to max(slots, 2^26)
@@ -130,22 +131,23 @@ const LOCAL_HIST_REGIONS: u64 = 1 << 15;
 /// Batches smaller than this share of the table's slots take the plain
 /// kernel: a region build moves the whole table twice whatever the batch.
 const MIN_BATCH_SHARE: u64 = 16;
-/// The same for a two-level table at least [`two_level_busy`] full, whose
-/// plain kernel leaves more keys to its locked insert the fuller the table.
-/// Measured on an H200, 2^27 slots, 2^20 keys, ms by the plain kernel /
-/// by regions: u32 pairs 0.31 / 0.76 at load 0.5, 0.66 / 0.85 at 0.7, 1.36 /
+/// The smallest batch, as a share of the slots, that a two-level table takes
+/// the region build for at `load` percent full, with `word`-byte slots. The
+/// fuller the table, the more keys its plain kernel leaves to the locked
+/// insert, so the smaller the batch that a pass over the whole table beats.
+/// Measured on an H200, 2^27 slots, ms by the plain kernel / by regions:
+/// u32 pairs, 2^20 keys: 0.31 / 0.76 at load 0.5, 0.66 / 0.85 at 0.7, 1.36 /
 /// 0.87 at 0.8, 8.4 / 1.4 at 0.9, 76 / 7.8 at 0.95 (2^19 keys at 0.9: 3.8 /
 /// 1.2); u64 pairs, whose regions take twice the bytes, 1.14 / 1.76 at 0.8
-/// and 8.3 / 3.4 at 0.9.
-const TWO_LEVEL_MIN_BATCH_SHARE: u64 = 256;
-
-/// Load (percent) from which a two-level table of `word`-byte slots takes
-/// the region build for batches of [`TWO_LEVEL_MIN_BATCH_SHARE`].
-fn two_level_busy(word: usize) -> u64 {
-    if word <= 8 {
-        75
-    } else {
-        85
+/// and 8.3 / 3.4 at 0.9. Smaller u32 batches: 2^16 / 2^17 keys at 0.95
+/// 8.4-8.9 / 1.46 and 12.8-13.7 / 1.85 ms (insert-or-apply of 2^17: 2.9-3.0
+/// / 1.0), while at 0.9 2^17 and 2^18 keys take as long either way (1.0-1.2
+/// and 1.9-2.2 ms), so a 1024th is not worth it there.
+fn two_level_share(word: usize, load: u64) -> u64 {
+    match (word <= 8, load) {
+        (true, 95..) => 2048,
+        (true, 75..) | (false, 85..) => 256,
+        _ => MIN_BATCH_SHARE,
     }
 }
 
@@ -412,8 +414,10 @@ pub(crate) struct Shape {
 
 /// Whether a build of `n` keys into table `t` suits the region build.
 pub(crate) fn suits(n: u64, t: Shape) -> bool {
-    let busy = t.live as u128 * 100 >= t.slots as u128 * two_level_busy(t.word) as u128;
-    let share = if t.scheme == Scheme::TwoLevel && busy { TWO_LEVEL_MIN_BATCH_SHARE } else { MIN_BATCH_SHARE };
+    let share = match t.scheme {
+        Scheme::TwoLevel => two_level_share(t.word, (t.live as u128 * 100 / t.slots.max(1) as u128) as u64),
+        _ => MIN_BATCH_SHARE,
+    };
     t.buckets >= 2 * REGION_BUCKETS
         && t.buckets.div_ceil(REGION_BUCKETS) <= MAX_REGIONS
         && n >= t.slots / share
@@ -800,6 +804,13 @@ mod tests {
         assert!(!suits(1 << 19, shape(Scheme::TwoLevel, 16, busy, slots, buckets)), "u64 pairs: from 0.85");
         assert!(suits(1 << 19, shape(Scheme::TwoLevel, 16, slots - slots / 8, slots, buckets)));
         assert!(!suits(1 << 19, shape(Scheme::Linear, 8, busy, slots, buckets)), "linear probing: not below 1/16");
+        // u32 pairs from load 0.95: down to 1/2048.
+        let at = |pct: u64| slots * pct / 100 + 1;
+        assert!(suits(1 << 16, shape(Scheme::TwoLevel, 8, at(95), slots, buckets)));
+        assert!(!suits((1 << 16) - 1, shape(Scheme::TwoLevel, 8, at(95), slots, buckets)));
+        assert!(!suits(1 << 16, shape(Scheme::TwoLevel, 8, at(94), slots, buckets)), "1/256 below 0.95");
+        assert!(suits(1 << 19, shape(Scheme::TwoLevel, 8, at(94), slots, buckets)));
+        assert!(!suits(1 << 17, shape(Scheme::TwoLevel, 16, at(95), slots, buckets)), "u64 pairs: 1/256 from 0.85");
     }
 
     #[test]
