@@ -375,6 +375,19 @@ impl<K: Key, V: Value> CudaTable<K, V> {
         Slots::alloc(ctx, stream, n * K::Word::<V>::BYTES as u64, memory)
     }
 
+    /// Storage for this table at `slots` slots: the slot array (contents as
+    /// `alloc_slots` leaves them), zeroed scheme words and the probe
+    /// parameters of that size. The table itself is left as it is.
+    fn fresh_storage(&self, slots: u64) -> Result<(Slots, TableBuf<u64>, ProbeParams)> {
+        let new_slots = Self::alloc_slots(&self.ctx, &self.stream, slots, self.config.memory)?;
+        let buckets = slots / K::Word::<V>::slots_per_bucket() as u64;
+        let aux_words = self.config.scheme.aux_words(buckets).max(1) as usize;
+        crate::fault::alloc_point(8 * aux_words as u64, self.device())?;
+        let aux = self.stream.alloc_zeros::<u64>(aux_words).map_err(|e| self.err(e))?;
+        let probe = ProbeParams { buckets, seed: self.config.seed, limit: self.config.max_probe_buckets.clamp(1, buckets) };
+        Ok((new_slots, TableBuf::new(aux, &self.stream), probe))
+    }
+
     /// The stream every operation of this table runs on.
     pub fn stream(&self) -> &Arc<CudaStream> {
         &self.stream
@@ -986,22 +999,12 @@ impl<K: Key, V: Value> CudaTable<K, V> {
         let Ok((k, v, n)) = self.export_device() else {
             return Ok(None);
         };
-        let spb = K::Word::<V>::slots_per_bucket() as u64;
-        let buckets = slots / spb;
-        let aux_words = self.config.scheme.aux_words(buckets).max(1) as usize;
-        let Ok(new_slots) = Self::alloc_slots(&self.ctx, &self.stream, slots, self.config.memory) else {
+        let Ok((new_slots, new_aux, probe)) = self.fresh_storage(slots) else {
             return Ok(None);
         };
-        if crate::fault::alloc_point(8 * aux_words as u64, self.device()).is_err() {
-            return Ok(None);
-        }
-        let Ok(new_aux) = self.stream.alloc_zeros::<u64>(aux_words) else {
-            return Ok(None);
-        };
-        let probe = ProbeParams { buckets, seed: self.config.seed, limit: self.config.max_probe_buckets.clamp(1, buckets) };
         let old = (
             std::mem::replace(&mut self.slots, new_slots),
-            std::mem::replace(&mut self.aux, TableBuf::new(new_aux, &self.stream)),
+            std::mem::replace(&mut self.aux, new_aux),
             std::mem::replace(&mut self.probe, probe),
             std::mem::replace(&mut self.config.slots, slots),
             std::mem::replace(&mut self.live, 0),
@@ -1146,19 +1149,17 @@ impl<K: Key, V: Value> Backend<K, V> for CudaTable<K, V> {
                 return done;
             }
         }
-        let new_slots = Self::alloc_slots(&self.ctx, &self.stream, slots, self.config.memory)?;
-        let spb = K::Word::<V>::slots_per_bucket() as u64;
-        let buckets = slots / spb;
-        let aux_words = self.config.scheme.aux_words(buckets).max(1) as usize;
-        crate::fault::alloc_point(8 * aux_words as u64, self.device())?;
-        let new_aux = self.stream.alloc_zeros::<u64>(aux_words).map_err(|e| self.err(e))?;
+        let (new_slots, new_aux, probe) = self.fresh_storage(slots)?;
         // The new table shares the metadata block: out-of-band keys carry over.
         self.zero_counters()?;
-        let probe = ProbeParams { buckets, seed: self.config.seed, limit: self.config.max_probe_buckets.clamp(1, buckets) };
         let from = self.kernel_view();
-        let to = {
-            let (aux, _g2) = new_aux.device_ptr(&self.stream);
-            DeviceView { slots: new_slots.device_ptr(&self.stream), buckets, seed: probe.seed, limit: probe.limit, aux, ..from }
+        let to = DeviceView {
+            slots: new_slots.device_ptr(&self.stream),
+            buckets: probe.buckets,
+            seed: probe.seed,
+            limit: probe.limit,
+            aux: new_aux.addr(),
+            ..from
         };
         let old_slots = self.config.slots;
         let mut b = self.stream.launch_builder(&self.kernels.rehash);
@@ -1175,7 +1176,7 @@ impl<K: Key, V: Value> Backend<K, V> for CudaTable<K, V> {
             return Err(Error::RehashFailed { slots, unplaced: meta[2] });
         }
         self.slots = new_slots;
-        self.aux = TableBuf::new(new_aux, &self.stream);
+        self.aux = new_aux;
         self.probe = probe;
         self.config.slots = slots;
         self.live = meta[0];

@@ -21,7 +21,6 @@ use crate::backend::cpu::{CpuTable, PageCounts};
 use crate::backend::{Backend, Config, InsertMode, RawInsert};
 use crate::core::keys::{Key, Value};
 use crate::core::layout::Word;
-use crate::core::probe::ProbeParams;
 use crate::core::scheme::Scheme;
 use crate::{Device, Error, Result};
 
@@ -294,14 +293,7 @@ impl<K: Key, V: Value> CudaTable<K, V> {
         if slots == self.config.slots {
             return Ok(());
         }
-        let new_slots = Self::alloc_slots(&self.ctx, &self.stream, slots, self.config.memory)?;
-        let buckets = slots / K::Word::<V>::slots_per_bucket() as u64;
-        let aux_words = self.config.scheme.aux_words(buckets).max(1) as usize;
-        crate::fault::alloc_point(8 * aux_words as u64, self.device())?;
-        let new_aux = self.stream.alloc_zeros::<u64>(aux_words).map_err(|e| self.err(e))?;
-        self.slots = new_slots;
-        self.aux = super::TableBuf::new(new_aux, &self.stream);
-        self.probe = ProbeParams { buckets, seed: self.config.seed, limit: self.config.max_probe_buckets.clamp(1, buckets) };
+        (self.slots, self.aux, self.probe) = self.fresh_storage(slots)?;
         self.config.slots = slots;
         Ok(())
     }
