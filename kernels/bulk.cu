@@ -1305,9 +1305,9 @@ constexpr u32 TL_FIRST = TL_D * TL_S * (TL_D - 1);
 constexpr u32 TL_NEXT = TL_S * (TL_D - 1);
 
 // Candidate j of k in region `sub` of the block (bucket in shared memory):
-// Space::cand of the region's current seed.
+// RegionSpace::cand of the region's current seed.
 template <u32 RB> __device__ __forceinline__ u32 tl_cand(u64 k, u64 seed, u32 sub, int j) {
-    return sub * RB + (u32)__umul64hi(gh::mix64(k, seed ^ gh::cuckoo::salt(j)), RB);
+    return sub * RB + gh::cuckoo::region_cand(gh::mix64(k, seed), j, RB);
 }
 
 // The key of a shared-memory slot, read past any value a CAS of another
@@ -1533,7 +1533,8 @@ __device__ __forceinline__ void tl_build(const View& t, const gh::two_level::Reg
         }
         // The pair this lane places (or leaves waiting) for its copies.
         const raw w = group ? W::pack(k, gh::to_bits<V>(value)) : word;
-        const u32 sub = (u32)(g.region(k) - sub0);
+        // A block of one region needs no hash to know it (the partition did).
+        const u32 sub = TL_SUBS == 1 ? 0u : (u32)(g.region(k) - sub0);
         const u64 seed = seeds[sub];
         u32 xc[TL_D];
 #pragma unroll

@@ -175,10 +175,27 @@ pub const OVERFLOW_SALT: u64 = 0xbe54_66cf_34e9_0c6c;
 /// each, claimed by a rebuilding thread; 64 x 16 KiB).
 pub const REBUILD_AREAS: u64 = 64;
 
-/// Candidate `j` of `key` among `n` buckets.
+/// Candidate `j` of `key` among `n` buckets (the flat cuckoo scheme; two-level
+/// regions take [`region_candidate`]).
 #[inline(always)]
 pub const fn candidate(key: u64, seed: u64, j: usize, n: u64) -> u64 {
     reduce_range(mix64(key, seed ^ SALTS[j]), n)
+}
+
+/// Bits of a key's hash that pick each of its candidates in a two-level
+/// region ([`region_candidate`]).
+pub const REGION_CAND_BITS: u32 = 21;
+
+// A region's buckets times a candidate's bits must fit 32 bits (the kernels multiply in u32).
+const _: () = assert!(LARGE_REGION_BUCKETS << REGION_CAND_BITS <= 1 << 32);
+
+/// Candidate `j` among a region's `n` buckets (at most 2^11) of the key
+/// whose hash under the region's seed is `hash`: its bits `21 j .. 21 j +
+/// 20` scaled to `n`, so one hash gives every candidate.
+#[inline(always)]
+pub const fn region_candidate(hash: u64, j: usize, n: u64) -> u64 {
+    let bits = (hash >> (REGION_CAND_BITS as usize * j)) & ((1 << REGION_CAND_BITS) - 1);
+    (bits * n) >> REGION_CAND_BITS
 }
 
 /// The random word steering step `step` of `key`'s eviction walk.
@@ -336,6 +353,7 @@ pub(crate) fn cuda_defines() -> String {
         ("OVERFLOW_SHARE", OVERFLOW_SHARE),
         ("OVERFLOW_PROBE", OVERFLOW_PROBE),
         ("SPILL_SHIFT", SPILL_SHIFT as u64),
+        ("REGION_CAND_BITS", REGION_CAND_BITS as u64),
     ] {
         s += &format!("#define GH_CUCKOO_{name} {v}ull\n");
     }
@@ -360,6 +378,30 @@ mod tests {
         assert!(same < 40, "{same} keys with equal first candidates");
         assert_eq!(choices(8), 2);
         assert_eq!(choices(16), 3);
+    }
+
+    #[test]
+    fn region_candidates_are_in_range_uniform_and_independent() {
+        use crate::core::hash::mix64;
+        for n in [5u64, 508, 2032, LARGE_REGION_BUCKETS] {
+            let mut same = 0;
+            let mut hits = vec![[0u32; MAX_CHOICES]; n as usize];
+            let keys = 200 * n;
+            for k in 0..keys {
+                let h = mix64(k, DEFAULT_SEED);
+                let c: Vec<u64> = (0..MAX_CHOICES).map(|j| region_candidate(h, j, n)).collect();
+                assert!(c.iter().all(|&b| b < n), "n = {n}: {c:?}");
+                for (j, &b) in c.iter().enumerate() {
+                    hits[b as usize][j] += 1;
+                }
+                same += (c[0] == c[1]) as u64 + (c[1] == c[2]) as u64;
+            }
+            // About 2 * keys / n pairs are equal by chance.
+            assert!(same < 4 * keys / n + 8, "n = {n}: {same} equal candidate pairs");
+            // Every bucket draws about 200 keys as each candidate.
+            let (lo, hi) = hits.iter().flatten().fold((u32::MAX, 0), |(lo, hi), &h| (lo.min(h), hi.max(h)));
+            assert!(lo > 120 && hi < 300, "n = {n}: buckets drew {lo} to {hi} keys");
+        }
     }
 
     #[test]

@@ -18,9 +18,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::{prefetch, tombstone, Placed, Probing, Slots};
 use crate::core::cuckoo::{
-    candidate, choices, rebuild_may_fit, spilled, stash_buckets, walk_word, FlatAux, Regions, MAX_CHOICES, MAX_EVICTIONS,
+    candidate, choices, rebuild_may_fit, region_candidate, spilled, stash_buckets, walk_word, FlatAux, Regions, MAX_CHOICES, MAX_EVICTIONS,
     REBUILD_SEEDS, REGION_FULL, REGION_LOCK, REGION_SEED, REGION_SPILLED, SPILL_SHIFT,
 };
+use crate::core::hash::mix64;
 use crate::core::layout::{slot_state, SlotState, Word};
 
 /// Lock attempts before an insert gives up and reports the key as not
@@ -434,9 +435,10 @@ struct Region {
 impl Space for Region {
     #[inline(always)]
     fn cands(&self, key: u64) -> [u64; MAX_CHOICES] {
+        let h = mix64(key, self.seed);
         let mut c = [0; MAX_CHOICES];
         for (j, b) in c.iter_mut().enumerate().take(self.d) {
-            *b = self.first + candidate(key, self.seed, j, self.buckets);
+            *b = self.first + region_candidate(h, j, self.buckets);
         }
         c
     }
