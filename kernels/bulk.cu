@@ -642,44 +642,81 @@ __device__ __forceinline__ u32 block_runs_scan(const u32* a, u32 len, u32* first
 // cursor[j] = offsets[j] for j < regions. With two passes (shift > 0) also
 // the pass-1 bins: seg_off[s] = offsets[s << shift] for s < bins1 and
 // seg_off[bins1] the total, cursor1[s] = seg_off[s]. One block of 1024
-// threads: regions are at most a few tens of thousands.
+// threads, over the counts in chunks of SCAN_CHUNK staged in shared memory:
+// coalesced loads, all of a chunk's in flight at once. (A run of
+// consecutive regions per thread read from device memory waited a load
+// latency per region: 113 us for 2^15 regions, NVIDIA H200.)
 // Insert-or-apply scans twice. The first scan (`again` 0) sets *skewed when
 // some region has at least `combine_from` keys (0: never), and then marks
 // the heavy regions, those of an eighth of that or more, and zeroes the
 // counts for the histogram that combines copies in heavy regions; the
 // second (`again` 1) runs only if *skewed is set, over that histogram.
-extern "C" __global__ void __launch_bounds__(1024)
+constexpr u32 SCAN_THREADS = 1024;
+constexpr u32 SCAN_PER = 8;  // entries of a chunk per thread
+constexpr u32 SCAN_CHUNK = SCAN_PER * SCAN_THREADS;
+extern "C" __global__ void __launch_bounds__(SCAN_THREADS)
     gh_region_scan(u32* counts, u32 regions, u32 shift, u32* offsets, u32* cursor, u32* seg_off, u32* cursor1,
                    u32 combine_from, u32 again, u32* skewed, unsigned char* heavy) {
     __shared__ int most[32];
+    __shared__ u32 warp_sums[32];
+    __shared__ u32 chunk[SCAN_CHUNK];
     if (again && *skewed == 0) return;
     const u32 low = (1u << shift) - 1;
-    // Each thread a run of consecutive regions: one block-wide scan in all
-    // (a scan per 1024 regions took 32 us for 2^15 regions).
-    u32 first, last, total;
-    u32 excl = block_runs_scan(counts, regions, &first, &last, &total);
-    u32 own_most = 0;
-    for (u32 j = first; j < last; ++j) {
-        own_most = max(own_most, counts[j]);
-        offsets[j] = excl;
-        cursor[j] = excl;
-        if (shift && (j & low) == 0) {
-            seg_off[j >> shift] = excl;
-            cursor1[j >> shift] = excl;
+    u32 carry = 0, own_most = 0;  // the sum of the chunks before; this thread's largest count
+    for (u32 base = 0; base < regions; base += SCAN_CHUNK) {
+        const u32 len = min(SCAN_CHUNK, regions - base);
+        u32 c[SCAN_PER];
+#pragma unroll
+        for (u32 u = 0; u < SCAN_PER; ++u) {
+            const u32 j = u * SCAN_THREADS + threadIdx.x;
+            c[u] = j < len ? counts[base + j] : 0u;
         }
-        excl += counts[j];
+#pragma unroll
+        for (u32 u = 0; u < SCAN_PER; ++u) {
+            chunk[u * SCAN_THREADS + threadIdx.x] = c[u];
+            own_most = max(own_most, c[u]);
+        }
+        __syncthreads();
+        // Each thread the exclusive sums of its run of SCAN_PER entries, in place.
+        u32* run = chunk + threadIdx.x * SCAN_PER;
+        u32 own = 0;
+#pragma unroll
+        for (u32 u = 0; u < SCAN_PER; ++u) own += run[u];
+        u32 total;
+        u32 excl = carry + block_scan(own, warp_sums, &total);  // its syncs order the reads above
+#pragma unroll
+        for (u32 u = 0; u < SCAN_PER; ++u) {
+            const u32 v = run[u];
+            run[u] = excl;
+            excl += v;
+        }
+        __syncthreads();
+#pragma unroll
+        for (u32 u = 0; u < SCAN_PER; ++u) {
+            const u32 j = u * SCAN_THREADS + threadIdx.x, g = base + j;
+            if (j >= len) continue;
+            const u32 o = chunk[j];
+            offsets[g] = o;
+            cursor[g] = o;
+            if (shift && (g & low) == 0) {
+                seg_off[g >> shift] = o;
+                cursor1[g >> shift] = o;
+            }
+        }
+        carry += total;
+        __syncthreads();  // the chunk is read before the next one lands
     }
     if (threadIdx.x == 0) {
-        offsets[regions] = total;
-        if (shift) seg_off[(regions + low) >> shift] = total;
+        offsets[regions] = carry;
+        if (shift) seg_off[(regions + low) >> shift] = carry;
     }
     if (again || combine_from == 0) return;
     int top;
     block_max_exclusive((int)own_most, most, 0, &top);
     const bool skew = (u32)top >= combine_from;
     if (threadIdx.x == 0) *skewed = skew;
-    if (skew)  // each thread's own run, which no other thread reads
-        for (u32 j = first; j < last; ++j) {
+    if (skew)
+        for (u32 j = threadIdx.x; j < regions; j += SCAN_THREADS) {
             heavy[j] = counts[j] >= max(combine_from >> 3, 1u);
             counts[j] = 0;
         }
@@ -913,6 +950,14 @@ __device__ __forceinline__ void for_bin(const View::raw* words, u32 begin, u32 e
 #pragma unroll
         for (u32 u = 0; u < BUILD_BATCH; ++u)
             if (j0 + u * blockDim.x < end) w[u] = words[j0 + u * blockDim.x];
+        // The next round's words into L2 while this round's are worked on
+        // (a prefetch takes no register; loading them into registers made the
+        // two-level build spill at its 40-register bound).
+#pragma unroll
+        for (u32 u = 0; u < BUILD_BATCH; ++u) {
+            const u32 j1 = j0 + (BUILD_BATCH + u) * blockDim.x;
+            if (j1 < end) asm volatile("prefetch.global.L2 [%0];" ::"l"(words + j1));
+        }
         // The lanes of this warp in this round: a prefix of it.
         const u32 left = end - (j0 - (threadIdx.x & 31));
         const u32 lanes = left >= 32 ? ~0u : (1u << left) - 1;
@@ -1084,19 +1129,26 @@ extern "C" __global__ void __launch_bounds__(GH_PART_THREADS, 3)
         // One bucket per step, each lane on its own key: a lane whose key
         // settles takes its next word at the next step, so a warp does not
         // wait on its lanes with the longest sequences (a loop per key ran
-        // each warp's steps as often as its slowest key needed). The next
-        // word is loaded while the current one is placed.
-        u32 j = begin + threadIdx.x;
-        raw next = j < end ? words[j] : W::empty();
+        // each warp's steps as often as its slowest key needed). The lane's
+        // next Q words are loaded while it places the current one: with one
+        // word ahead, insert-or-apply batches waited on most loads.
+        constexpr u32 Q = View::WORD_BYTES == 8 ? 4 : 2;
+        u32 j = begin + threadIdx.x;  // the word in q[0]
+        raw q[Q];
+#pragma unroll
+        for (u32 u = 0; u < Q; ++u) q[u] = j + u * blockDim.x < end ? words[j + u * blockDim.x] : W::empty();
         raw desired = W::empty();
         u32 b = 0, step = 0;   // the bucket in the region, and buckets passed
         bool placing = false;  // this lane holds a key not yet settled
         while (true) {
             if (!placing) {
                 if (j >= end) break;
-                desired = next;
+                desired = q[0];
+#pragma unroll
+                for (u32 u = 0; u + 1 < Q; ++u) q[u] = q[u + 1];
+                const u32 far = j + Q * blockDim.x;
+                if (far < end) q[Q - 1] = words[far];
                 j += blockDim.x;
-                if (j < end) next = words[j];
                 b = (u32)(t.home(W::key(desired)) - first);
                 step = 0;
                 placing = true;
