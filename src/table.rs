@@ -256,7 +256,7 @@ impl Builder {
         if !(self.max_load > 0.0 && self.max_load <= 1.0) {
             return Err(Error::InvalidLoadFactor(self.max_load));
         }
-        let max_probe_buckets = self.max_probe_buckets.unwrap_or(self.scheme.default_max_probe_buckets());
+        let max_probe_buckets = self.max_probe_buckets.unwrap_or(self.scheme.default_max_probe_buckets(K::Word::<V>::BYTES));
         if max_probe_buckets == 0 {
             return Err(Error::InvalidProbeLimit);
         }
@@ -437,7 +437,8 @@ impl<K: Key, V: Value> HashTable<K, V> {
     /// finds a slot depends on how far the scheme may place it:
     ///
     /// * [`Scheme::Linear`] and [`Scheme::Hashinator`]: a key is refused only
-    ///   if its probe run passes the probe limit (1024 buckets by default);
+    ///   if its probe run passes the probe limit (by default 4096 slots: 1024
+    ///   buckets of 8-byte pairs, 2048 of 16-byte ones);
     ///   a table whose limit covers every bucket refuses none while a slot
     ///   is free.
     /// * [`Scheme::RobinHood`] (a cap of 64 buckets) and [`Scheme::Cuckoo`]

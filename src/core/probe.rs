@@ -13,8 +13,10 @@
 
 use super::hash::{mix64, reduce_range};
 
-/// Default upper bound on buckets visited by one operation
-/// (1024 buckets = 32 KiB of slots).
+/// Default upper bound on buckets visited by one operation of the linear
+/// schemes with 8-byte slots (1024 buckets = 32 KiB of slots, 4096 slots;
+/// 16-byte slots take twice the buckets, the same reach in slots: see
+/// `Scheme::default_max_probe_buckets`).
 pub const DEFAULT_MAX_PROBE_BUCKETS: u64 = 1024;
 
 /// Parameters of a table's probe sequence, shared by all its keys.

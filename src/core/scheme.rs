@@ -210,11 +210,18 @@ impl Scheme {
         }
     }
 
-    /// Probe limit in 32-byte buckets when the builder sets none: how far an
-    /// operation may look past a key's first candidate before an insert
-    /// fails (and the table grows, with growth on).
-    pub const fn default_max_probe_buckets(self) -> u64 {
+    /// Probe limit in 32-byte buckets when the builder sets none, for slots
+    /// of `slot_bytes` bytes (8 or 16): how far an operation may look past a
+    /// key's first candidate before an insert fails (and the table grows,
+    /// with growth on).
+    pub const fn default_max_probe_buckets(self, slot_bytes: usize) -> u64 {
         match self {
+            // The linear schemes' reach is the same in slots for every pair
+            // width (4096 slots): a limit of 1024 buckets, 2048 sixteen-byte
+            // slots, refused the first u64 key at load 0.90 of 2^22 slots
+            // (batches of 1% of the slots, CPU and CUDA alike), where 8-byte
+            // slots reach 0.95.
+            Scheme::Linear | Scheme::Hashinator { .. } if slot_bytes > 8 => 2 * DEFAULT_MAX_PROBE_BUCKETS,
             // Robin Hood keeps displacements short and even, so 64 buckets
             // refuse keys only near a full table (at 2^22 slots: load
             // 0.96-0.97 with 8-byte slots, 0.94-0.95 with 16-byte ones; 32
@@ -309,5 +316,17 @@ mod tests {
         assert_eq!(h.round_slots(1, 8), Some(16));
         assert_eq!(Scheme::Linear.round_slots(1000, 16), Some(1000));
         assert_eq!(Scheme::Linear.round_slots(0, 8), None);
+    }
+
+    #[test]
+    fn linear_probe_reach_is_the_same_in_slots_for_both_widths() {
+        for s in [Scheme::Linear, Scheme::Hashinator { team: DEFAULT_TEAM }] {
+            let slots = |bytes: usize| s.default_max_probe_buckets(bytes) * (BUCKET_BYTES / bytes) as u64;
+            assert_eq!(slots(8), 4096);
+            assert_eq!(slots(16), 4096);
+        }
+        // Bounded schemes keep their caps whatever the width.
+        assert_eq!(Scheme::RobinHood.default_max_probe_buckets(16), 64);
+        assert_eq!(Scheme::TwoLevel.default_max_probe_buckets(16), cuckoo::DEFAULT_EVICTIONS);
     }
 }
