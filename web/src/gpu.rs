@@ -43,7 +43,7 @@ impl GpuCore {
         let slots = Self::round(slots_for_keys(keys, DEFAULT_MAX_LOAD))?;
         let config = Config {
             slots,
-            max_probe_buckets: SCHEME.default_max_probe_buckets(8), // u32 keys and values
+            max_probe_buckets: SCHEME.default_max_probe_buckets(SLOT_BYTES),
             seed: DEFAULT_SEED,
             scheme: SCHEME,
             memory: Memory::Device,
