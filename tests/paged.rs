@@ -1,7 +1,7 @@
 //! Paged tables beyond the conformance suite: routing (results in the
 //! caller's order, refusals exact, keys spread over pages), residency
-//! (resident pages served first, FIFO and LRU eviction, only dirty pages
-//! written back), per-page growth, and allocation faults while pages grow
+//! (resident pages served first, the busiest pages kept, FIFO and LRU
+//! eviction, only dirty pages written back), per-page growth, and allocation faults while pages grow
 //! or are brought in, each checked against a `HashMap` oracle with seeded,
 //! replayable inputs (`GPUHASH_TEST_SEED`).
 
@@ -143,7 +143,9 @@ fn touch(t: &HashTable<u32, u32>, by_page: &[Vec<u32>], seq: &[usize]) -> Vec<us
 #[test]
 fn fifo_and_lru_evict_different_pages() {
     for device in devices() {
-        for (residency, expect) in [(Residency::Fifo, vec![1, 2]), (Residency::Lru, vec![0, 2])] {
+        // One key a call: a page the current call has not used goes first
+        // under Hot, the one used longest ago, as LRU.
+        for (residency, expect) in [(Residency::Fifo, vec![1, 2]), (Residency::Lru, vec![0, 2]), (Residency::Hot, vec![0, 2])] {
             let dev = target(device, Scheme::Linear, Paging::new(4, 2).residency(residency));
             let mut cx = Ctx::new::<u32, u32>("fifo_and_lru", dev);
             let t = build_table::<u32, u32>(dev, 4 * 64, true, &cx);
@@ -155,6 +157,46 @@ fn fifo_and_lru_evict_different_pages() {
             assert_eq!(touch(&t, &by_page, &[0, 2]), expect, "{cx}: {residency:?}");
             let s = t.paged().unwrap().stats();
             assert_eq!((s.page_ins, s.evictions, s.write_backs), (3, 1, 0), "{cx}: {s:?}");
+        }
+    }
+}
+
+/// One lookup call of `n[p]` keys of each page `p` (resident pages are
+/// served first, then the others in ascending order); the pages resident
+/// afterwards.
+fn call(t: &HashTable<u32, u32>, by_page: &[Vec<u32>], n: &[usize]) -> Vec<usize> {
+    let keys: Vec<u32> = n.iter().enumerate().flat_map(|(p, &c)| by_page[p][..c].iter().copied()).collect();
+    t.find(&keys).unwrap();
+    let mut r: Vec<usize> = t.paged().unwrap().resident().into_iter().flatten().collect();
+    r.sort_unstable();
+    r
+}
+
+#[test]
+fn hot_keeps_the_pages_a_call_has_the_most_keys_on() {
+    for device in devices() {
+        for residency in [Residency::Hot, Residency::Fifo, Residency::Lru] {
+            let dev = target(device, Scheme::Linear, Paging::new(4, 2).residency(residency));
+            let mut cx = Ctx::new::<u32, u32>("hot_keeps_busiest", dev);
+            let mut t = build_table::<u32, u32>(dev, 4 * 64, true, &cx);
+            let mut o = Oracle::new();
+            let by_page: Vec<Vec<u32>> = (0..4).map(|p| keys_in_page(&t, &mut cx, p, 8, &o)).collect();
+            let all = by_page.concat();
+            let vals = any_values::<u32>(&mut cx.rng, all.len());
+            insert(&mut t, &mut o, Op::Assign, &all, &vals, &cx);
+            // Page 0 busy and page 1 nearly idle come in.
+            assert_eq!(call(&t, &by_page, &[8, 1, 0, 0]), vec![0, 1], "{cx}: {residency:?}");
+            // Both are served first, then page 2 needs a slot: Hot evicts
+            // page 1 (one key of this call), FIFO and LRU page 0 (in
+            // first, used first), the page the next call needs again.
+            let expect = if residency == Residency::Hot { vec![0, 2] } else { vec![1, 2] };
+            assert_eq!(call(&t, &by_page, &[8, 1, 4, 0]), expect, "{cx}: {residency:?}");
+            if residency == Residency::Hot {
+                // A page the call does not touch goes before one it does,
+                // however few keys that one has: page 0 gives way to 3.
+                assert_eq!(call(&t, &by_page, &[0, 0, 1, 1]), vec![2, 3], "{cx}");
+            }
+            check_find(&t, &o, &all, &cx);
         }
     }
 }

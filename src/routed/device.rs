@@ -107,7 +107,7 @@ fn each_page<K: Key, V: Value, S: SubTables<K, V>, T, R, A: Send>(
     let groups = std::mem::take(&mut l.groups);
     let read = l.access == Access::ReadOnDevice;
     for group in &groups {
-        let order = s.visit_sized(group.clone(), &|p| l.wave.counts[p], l.access);
+        let order = s.visit_group(group.clone(), &|p| l.wave.counts[p], l.access);
         let counts = &l.wave.counts;
         // The host takes the pages that save the GPU the most time for its
         // own (the GPU pays a page's bytes for one it brings in, however

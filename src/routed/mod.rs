@@ -202,6 +202,12 @@ pub(crate) trait SubTables<K: Key, V: Value> {
         let _ = (keys, access);
         self.visit_order(subs)
     }
+    /// [`SubTables::visit_sized`] again for `subs`, a group of the
+    /// sub-tables the current call planned (residency may have changed
+    /// since): the same call, not a new one.
+    fn visit_group(&mut self, subs: Vec<usize>, keys: &dyn Fn(usize) -> usize, access: Access) -> Vec<usize> {
+        self.visit_sized(subs, keys, access)
+    }
     /// Runs `f` on sub-table `i` wherever it is worked on (a paged table
     /// brings the page in first). `f` returns its result and whether it
     /// changed the sub-table; a sub-table `f` changes is written back
