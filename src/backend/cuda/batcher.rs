@@ -221,6 +221,12 @@ impl Batcher {
         }
     }
 
+    /// Waits for all work on the device (every page's stream and the
+    /// batcher's).
+    pub(crate) fn wait_all(&self) -> Result<()> {
+        self.ctx.synchronize().map_err(|e| self.err(e))
+    }
+
     /// The stream the batcher's own work runs on.
     pub(crate) fn stream(&self) -> &Arc<CudaStream> {
         &self.stream
