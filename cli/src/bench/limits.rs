@@ -233,6 +233,7 @@ pub(crate) fn measure_cuda(
                 "radix_pass" if i == 0 => ("limit_radix_pass", "batch"),
                 "copy_h2d_pinned" if i == 0 => ("limit_copy_h2d", "pinned"),
                 "copy_d2h_pinned" if i == 0 => ("limit_copy_d2h", "pinned"),
+                "copy_both_pinned" if i == 0 => ("limit_copy_both", "pinned"),
                 _ => continue,
             };
             let is_copy = l.unit == "GB/s";

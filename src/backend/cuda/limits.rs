@@ -130,5 +130,17 @@ pub fn measure(ordinal: usize, n: u64, hbm_bytes: u64, l2_bytes: u64, copy_bytes
     out.push(Limit { name: "copy_h2d_pinned".into(), ms, rate: copy_bytes as f64 / ms / 1e6, unit: "GB/s", bytes: copy_bytes });
     let ms = time(&mut || stream.memcpy_dtoh(&src, &mut host).map_err(e))?;
     out.push(Limit { name: "copy_d2h_pinned".into(), ms, rate: copy_bytes as f64 / ms / 1e6, unit: "GB/s", bytes: copy_bytes });
+    // Both directions at once, on two streams, as a paged table's uploads
+    // and write-backs run: the rate each way.
+    // Safety: as above, written by the device-to-host copy before any read.
+    let mut back = unsafe { ctx.alloc_pinned::<u8>(copy_bytes as usize) }.map_err(e)?;
+    let other = stream.fork().map_err(e)?;
+    let ms = time(&mut || {
+        other.join(&stream).map_err(e)?;
+        stream.memcpy_htod(&host, &mut dst).map_err(e)?;
+        other.memcpy_dtoh(&src, &mut back).map_err(e)?;
+        stream.join(&other).map_err(e)
+    })?;
+    out.push(Limit { name: "copy_both_pinned".into(), ms, rate: copy_bytes as f64 / ms / 1e6, unit: "GB/s", bytes: copy_bytes });
     Ok(out)
 }
