@@ -158,7 +158,10 @@ pub struct Paging {
 
 impl Paging {
     /// `pages` pages, `resident` of them resident at a time, the busiest
-    /// pages kept ([`Residency::Hot`]).
+    /// pages kept ([`Residency::Hot`]). The page size is the capacity over
+    /// `pages`; on a GPU, pages of 64-128 MiB keep a skewed workload's hot
+    /// pages resident and stream bulk calls at the bus's pace (BENCHMARKS.md,
+    /// "Paged tables: host pages on huge pages, and the page size").
     pub const fn new(pages: u32, resident: u32) -> Paging {
         Paging {
             pages,
