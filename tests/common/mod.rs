@@ -150,10 +150,42 @@ impl fmt::Display for Ctx {
 /// `n`, or a sixteenth of it with `GPUHASH_TEST_SCALE=small` (for slow
 /// instrumented runs such as compute-sanitizer).
 pub fn scaled(n: usize) -> usize {
-    match std::env::var("GPUHASH_TEST_SCALE").as_deref() {
-        Ok("small") => (n / 16).max(1),
+    match scale().as_deref() {
+        Some("small") => (n / 16).max(1),
         _ => n,
     }
+}
+
+/// Set once a wgpu test finds only CPU adapters (Mesa's lavapipe, say).
+static SOFTWARE_WGPU: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// `GPUHASH_TEST_SCALE` (`small`, `default` or `full`); unset, `small` in a
+/// process whose wgpu adapters are all CPU devices: a software rasterizer
+/// runs a shader a hundred times slower than a GPU, and the sizes at which
+/// GPU-only bugs showed are for GPUs, so the wgpu suite there checks the
+/// same behaviour on a sixteenth of the keys (`default` keeps the default
+/// sizes).
+fn scale() -> Option<String> {
+    match std::env::var("GPUHASH_TEST_SCALE") {
+        Ok(s) => Some(s),
+        Err(_) => SOFTWARE_WGPU.load(std::sync::atomic::Ordering::Relaxed).then(|| "small".to_string()),
+    }
+}
+
+/// Notes (once per process, loudly) that the wgpu adapters are all CPU
+/// devices, which scales the tests down ([`scale`]).
+#[cfg(feature = "wgpu")]
+fn note_wgpu_adapters() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let found = gpuhash::backend::wgpu::adapters();
+        let software = !found.is_empty() && found.iter().all(|a| format!("{:?}", a.device_type) == "Cpu");
+        if software && std::env::var("GPUHASH_TEST_SCALE").is_err() {
+            let names: Vec<_> = found.iter().map(|a| a.name.as_str()).collect();
+            eprintln!("wgpu adapters {names:?} are CPU devices: sizes as GPUHASH_TEST_SCALE=small (set GPUHASH_TEST_SCALE=default for the default sizes)");
+            SOFTWARE_WGPU.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+    });
 }
 
 /// `small` by default, `full` with `GPUHASH_TEST_SCALE=full` (the sizes at
@@ -169,7 +201,7 @@ pub fn sized(small: usize, full: usize) -> usize {
 
 /// Whether the tests run at full scale (`GPUHASH_TEST_SCALE=full`).
 pub fn full_scale() -> bool {
-    std::env::var("GPUHASH_TEST_SCALE").as_deref() == Ok("full")
+    scale().as_deref() == Some("full")
 }
 
 /// Rounds of a test that repeats calls: `n`, or a fifth of it (at least
@@ -177,8 +209,8 @@ pub fn full_scale() -> bool {
 /// costs milliseconds of instrumented launches, and the long tests are the
 /// ones that repeat calls, not the ones with large batches.
 pub fn rounds(n: usize) -> usize {
-    match std::env::var("GPUHASH_TEST_SCALE").as_deref() {
-        Ok("small") => (n / 5).max(2),
+    match scale().as_deref() {
+        Some("small") => (n / 5).max(2),
         _ => n,
     }
 }
@@ -204,7 +236,13 @@ pub fn pair_selected<K: Key, V: Value>(body: &str) -> bool {
 pub fn usable(dev: Target) -> Option<Target> {
     let required = |var: &str| std::env::var(var).is_ok_and(|v| v == "1");
     match dev.device.check_scheme(dev.scheme) {
-        Ok(()) => Some(dev),
+        Ok(()) => {
+            #[cfg(feature = "wgpu")]
+            if matches!(dev.device, Device::Wgpu | Device::WgpuAdapter(_)) {
+                note_wgpu_adapters();
+            }
+            Some(dev)
+        }
         Err(e @ Error::Unavailable { .. }) => match dev.device {
             Device::Cuda(_) if required("GPUHASH_REQUIRE_CUDA") => panic!("GPUHASH_REQUIRE_CUDA=1, but no CUDA device ({e})"),
             Device::Cuda(_) => {
