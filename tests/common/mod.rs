@@ -182,7 +182,10 @@ fn note_wgpu_adapters() {
         let software = !found.is_empty() && found.iter().all(|a| format!("{:?}", a.device_type) == "Cpu");
         if software && std::env::var("GPUHASH_TEST_SCALE").is_err() {
             let names: Vec<_> = found.iter().map(|a| a.name.as_str()).collect();
-            eprintln!("wgpu adapters {names:?} are CPU devices: sizes as GPUHASH_TEST_SCALE=small (set GPUHASH_TEST_SCALE=default for the default sizes)");
+            // Past the test harness's capture (which takes `eprintln!`), so
+            // the log shows it once.
+            let note = format!("wgpu adapters {names:?} are CPU devices: sizes as GPUHASH_TEST_SCALE=small (set GPUHASH_TEST_SCALE=default for the default sizes)\n");
+            let _ = std::io::Write::write_all(&mut std::io::stderr(), note.as_bytes());
             SOFTWARE_WGPU.store(true, std::sync::atomic::Ordering::Relaxed);
         }
     });
