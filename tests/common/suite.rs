@@ -145,6 +145,23 @@ fn large_batches_into_empty_body<K: Key, V: TestValue>(dev: Target) {
         }
         check_table(&t, &o, &cx);
     }
+    // One key repeated more often than a 64 KiB region has slots, into an
+    // empty table, so that its region's bin outgrows the region: every copy
+    // meets the first in one slot.
+    for op in [Op::Assign, Op::IfAbsent] {
+        cx.phase = format!("a key repeated 12288 times, {op:?}");
+        let b = builder(dev).capacity(slots).max_load_factor(1.0).growth(false);
+        let mut t = unwrap(b.build::<K, V>(), "build", &cx);
+        let mut o = Oracle::new();
+        let mut keys = distinct_keys::<K>(&mut cx.rng, slots as usize / 2);
+        let hot = keys[0];
+        keys.extend(std::iter::repeat_n(hot, 12288));
+        rand::seq::SliceRandom::shuffle(&mut keys[..], &mut cx.rng);
+        let vals = num_values::<V>(&mut cx.rng, keys.len());
+        let failed = insert(&mut t, &mut o, op, &keys, &vals, &cx);
+        assert!(failed.is_empty(), "{cx}: {} keys not stored at load 0.5", failed.len());
+        check_table(&t, &o, &cx);
+    }
 }
 
 // ------------------------------------------------------------------ 2
