@@ -1545,6 +1545,49 @@ __device__ int tl_place_by_warp(const View& t, View::raw* region, const View::ra
     return gh::FAILED;
 }
 
+// The region and place in its list of waiting entry i of a build block
+// whose regions' lists hold npend[s] entries each (PEND at most).
+template <u32 PEND> __device__ __forceinline__ void tl_position(const u32* npend, u32 i, u32* sub, u32* at) {
+    u32 s = 0;
+    while (i >= min(npend[s], PEND)) i -= min(npend[s++], PEND);
+    *sub = s;
+    *at = i;
+}
+
+// Marks in `later` the waiting entries of a build block (`total` of them)
+// that are later copies of a key that waits more than once. A key's copies
+// all wait in its region's list; its first copy is the one that found its
+// filter bit clear (`again` marks those that found it set), else (the bit
+// was another key's) the earliest in the list. Only entries that found
+// their bit set (a few percent at load 0.9) are checked, each by a whole
+// warp reading the list together: one thread reading it alone ran at 2
+// active lanes and took half the build's instructions at load 0.9 (NVIDIA
+// H200). key_of(s, q): the key of list entry q of region s, or a value
+// one-to-one with it in that region.
+template <u32 PEND, typename KeyOf>
+__device__ __forceinline__ void tl_mark_later(const u32* npend, u32 total, const u32* again, u32* later,
+                                              KeyOf key_of) {
+    const u32 warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    auto found_set = [&](u32 p) { return (again[p / 32] >> (p % 32)) & 1u; };
+    for (u32 base = warp * 32; base < total; base += blockDim.x) {
+        u32 sub = 0, at = 0;
+        if (base + lane < total) tl_position<PEND>(npend, base + lane, &sub, &at);
+        const u32 p = sub * PEND + at;
+        for (u32 todo = __ballot_sync(~0u, base + lane < total && found_set(p)); todo; todo &= todo - 1) {
+            const u32 src = __ffs(todo) - 1;
+            const u32 s = __shfl_sync(~0u, sub, src), a = __shfl_sync(~0u, at, src);
+            const u64 k = key_of(s, s * PEND + a);
+            const u32 m = min(npend[s], PEND);
+            bool copy = false;
+            for (u32 j = lane; j < m; j += 32) {
+                const u32 q = s * PEND + j;
+                copy |= j != a && key_of(s, q) == k && (j < a || !found_set(q));
+            }
+            if (__any_sync(~0u, copy) && lane == src) atomicOr(&later[p / 32], 1u << (p % 32));
+        }
+    }
+}
+
 // Build region r (two-level regions r * SUBS ..) of RB-bucket regions, by
 // one block: gh_region_build below.
 template <u32 RB>
@@ -1702,46 +1745,12 @@ __device__ __forceinline__ void tl_build(const View& t, const gh::two_level::Reg
             walked[threadIdx.x] = 0;
         }
         __syncthreads();
-    }
-    // The region and place in its list of waiting pair i of the block.
-    auto position = [&](u32 i, u32* sub, u32* at) {
-        u32 s = 0;
-        while (i >= min(npend[s], TL_PEND)) i -= min(npend[s++], TL_PEND);
-        *sub = s;
-        *at = i;
-    };
-    // Which waiting pairs are later copies of a key that waits more than
-    // once. A key's copies all wait in its region's list; its first copy is
-    // the one that found its filter bit clear, else (the bit was another
-    // key's) the earliest in the list. Only pairs that found their bit set
-    // (a few percent at load 0.9) are checked, each by a whole warp reading
-    // the list together: one thread reading it alone ran at 2 active lanes
-    // and took half the build's instructions at load 0.9 (NVIDIA H200).
-    if (total > 0) {
-        const u32 warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-        auto found_set = [&](u32 p) { return (again[p / 32] >> (p % 32)) & 1u; };
-        for (u32 base = warp * 32; base < total; base += blockDim.x) {
-            u32 sub = 0, at = 0;
-            if (base + lane < total) position(base + lane, &sub, &at);
-            const u32 p = sub * TL_PEND + at;
-            for (u32 todo = __ballot_sync(~0u, base + lane < total && found_set(p)); todo; todo &= todo - 1) {
-                const u32 src = __ffs(todo) - 1;
-                const u32 s = __shfl_sync(~0u, sub, src), a = __shfl_sync(~0u, at, src);
-                const u64 k = W::key(pend[s * TL_PEND + a]);
-                const u32 m = min(npend[s], TL_PEND);
-                bool copy = false;
-                for (u32 j = lane; j < m; j += 32) {
-                    const u32 q = s * TL_PEND + j;
-                    copy |= j != a && W::key(pend[q]) == k && (j < a || !found_set(q));
-                }
-                if (__any_sync(~0u, copy) && lane == src) atomicOr(&later[p / 32], 1u << (p % 32));
-            }
-        }
+        tl_mark_later<TL_PEND>(npend, total, again, later, [&](u32, u32 q) { return W::key(pend[q]); });
         __syncthreads();
     }
     // Pair i's region and place, and whether it is a later copy.
     auto locate = [&](u32 i, u32* sub, u32* at) {
-        position(i, sub, at);
+        tl_position<TL_PEND>(npend, i, sub, at);
         const u32 p = *sub * TL_PEND + *at;
         return (later[p / 32] >> (p % 32)) & 1u;
     };
@@ -1853,6 +1862,10 @@ constexpr u32 FR_EMPTY = ~0u;
 constexpr u32 FR_CACHE = BUILD_BUCKETS * TL_S;
 // Threads of a block (three blocks an SM).
 #define GH_FRESH_THREADS 512
+// Exchanges a walk makes before its entry goes to the plain kernel: twice
+// the slot-wide build's, as these walks' steps cost less (H200, 2^27 u64
+// pairs, against 64: +2.5% at load 0.95, -1% at 0.9, even at 0.5).
+constexpr u32 FR_WALK_STEPS = 128;
 
 // The key of bin entry i.
 __device__ __forceinline__ u64 fr_key(const u64* cache, const View::raw* bin, u32 i) {
@@ -1881,7 +1894,7 @@ __device__ bool fr_walk(u32* img, const u64* cache, const View::raw* bin, u32& e
     u64 k = fr_key(cache, bin, e);
     u32 rnd = (u32)gh::mix64(k, seed ^ GH_CUCKOO_WALK_SALT) | 1u;
     u32 b = tl_cand<RB>(k, seed, sub, (int)(rnd % TL_D));
-    for (u32 step = 0; step < TL_FRESH_WALK_STEPS; ++step) {
+    for (u32 step = 0; step < FR_WALK_STEPS; ++step) {
         u32* bucket = img + b * TL_S;
         u32 cur[TL_S];
         fr_bucket(bucket, cur);
@@ -2000,36 +2013,12 @@ __device__ __forceinline__ void fr_build(const View& t, const gh::two_level::Reg
     // tl_build finds them), each taken in turn by the next free thread.
     u32 total = 0;
     for (u32 sub = 0; sub < subs; ++sub) total += min(npend[sub], PEND);
-    auto position = [&](u32 i, u32* sub, u32* at) {
-        u32 s = 0;
-        while (i >= min(npend[s], PEND)) i -= min(npend[s++], PEND);
-        *sub = s;
-        *at = i;
-    };
     if (total > 0) {
-        const u32 warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-        auto found_set = [&](u32 p) { return (again[p / 32] >> (p % 32)) & 1u; };
-        for (u32 base = warp * 32; base < total; base += blockDim.x) {
-            u32 sub = 0, at = 0;
-            if (base + lane < total) position(base + lane, &sub, &at);
-            const u32 p = sub * PEND + at;
-            for (u32 todo = __ballot_sync(~0u, base + lane < total && found_set(p)); todo; todo &= todo - 1) {
-                const u32 src = __ffs(todo) - 1;
-                const u32 s = __shfl_sync(~0u, sub, src), a = __shfl_sync(~0u, at, src);
-                const u64 k = fr_key(cache, bin, pend[s * PEND + a]);
-                const u32 m = min(npend[s], PEND);
-                bool copy = false;
-                for (u32 j = lane; j < m; j += 32) {
-                    const u32 q = s * PEND + j;
-                    copy |= j != a && fr_key(cache, bin, pend[q]) == k && (j < a || !found_set(q));
-                }
-                if (__any_sync(~0u, copy) && lane == src) atomicOr(&later[p / 32], 1u << (p % 32));
-            }
-        }
+        tl_mark_later<PEND>(npend, total, again, later, [&](u32, u32 q) { return fr_key(cache, bin, pend[q]); });
         __syncthreads();
         for (u32 i = atomicAdd(&next_walk, 1u); i < total; i = atomicAdd(&next_walk, 1u)) {
             u32 sub, at;
-            position(i, &sub, &at);
+            tl_position<PEND>(npend, i, &sub, &at);
             const u32 p = sub * PEND + at;
             if ((later[p / 32] >> (p % 32)) & 1u) continue;  // its first copy walks for it
             u32 e = pend[p];
