@@ -1562,8 +1562,7 @@ template <u32 PEND> __device__ __forceinline__ void tl_position(const u32* npend
 // their bit set (a few percent at load 0.9) are checked, each by a whole
 // warp reading the list together: one thread reading it alone ran at 2
 // active lanes and took half the build's instructions at load 0.9 (NVIDIA
-// H200). key_of(s, q): the key of list entry q of region s, or a value
-// one-to-one with it in that region.
+// H200). key_of(q): the key of list entry q.
 template <u32 PEND, typename KeyOf>
 __device__ __forceinline__ void tl_mark_later(const u32* npend, u32 total, const u32* again, u32* later,
                                               KeyOf key_of) {
@@ -1576,12 +1575,12 @@ __device__ __forceinline__ void tl_mark_later(const u32* npend, u32 total, const
         for (u32 todo = __ballot_sync(~0u, base + lane < total && found_set(p)); todo; todo &= todo - 1) {
             const u32 src = __ffs(todo) - 1;
             const u32 s = __shfl_sync(~0u, sub, src), a = __shfl_sync(~0u, at, src);
-            const u64 k = key_of(s, s * PEND + a);
+            const u64 k = key_of(s * PEND + a);
             const u32 m = min(npend[s], PEND);
             bool copy = false;
             for (u32 j = lane; j < m; j += 32) {
                 const u32 q = s * PEND + j;
-                copy |= j != a && key_of(s, q) == k && (j < a || !found_set(q));
+                copy |= j != a && key_of(q) == k && (j < a || !found_set(q));
             }
             if (__any_sync(~0u, copy) && lane == src) atomicOr(&later[p / 32], 1u << (p % 32));
         }
@@ -1745,7 +1744,7 @@ __device__ __forceinline__ void tl_build(const View& t, const gh::two_level::Reg
             walked[threadIdx.x] = 0;
         }
         __syncthreads();
-        tl_mark_later<TL_PEND>(npend, total, again, later, [&](u32, u32 q) { return W::key(pend[q]); });
+        tl_mark_later<TL_PEND>(npend, total, again, later, [&](u32 q) { return W::key(pend[q]); });
         __syncthreads();
     }
     // Pair i's region and place, and whether it is a later copy.
@@ -2014,7 +2013,7 @@ __device__ __forceinline__ void fr_build(const View& t, const gh::two_level::Reg
     u32 total = 0;
     for (u32 sub = 0; sub < subs; ++sub) total += min(npend[sub], PEND);
     if (total > 0) {
-        tl_mark_later<PEND>(npend, total, again, later, [&](u32, u32 q) { return fr_key(cache, bin, pend[q]); });
+        tl_mark_later<PEND>(npend, total, again, later, [&](u32 q) { return fr_key(cache, bin, pend[q]); });
         __syncthreads();
         for (u32 i = atomicAdd(&next_walk, 1u); i < total; i = atomicAdd(&next_walk, 1u)) {
             u32 sub, at;
