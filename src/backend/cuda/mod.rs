@@ -504,7 +504,14 @@ impl<K: Key, V: Value> CudaTable<K, V> {
     pub(crate) fn insert_raw(&mut self, keys: &CudaView<'_, K>, values: &CudaView<'_, V>, mode: InsertMode) -> Result<RawInsert> {
         let n = keys.len() as u64;
         let (slots, buckets, setting) = (self.config.slots, self.probe.buckets, self.config.region_build);
-        let shape = region::Shape { scheme: self.config.scheme, word: K::Word::<V>::BYTES, live: self.live, slots, buckets };
+        let word = K::Word::<V>::BYTES;
+        // The device's room for larger insert-or-apply chunks (half its
+        // free memory), asked only of batches larger than the table.
+        let room = match mode {
+            InsertMode::Apply(_) if n > slots => self.ctx.mem_get_info().map_or(0, |(free, _)| free as u64 / 2),
+            _ => 0,
+        };
+        let shape = region::Shape { scheme: self.config.scheme, word, live: self.live, slots, buckets, room };
         let chunk = region::chunk_len(n, mode, shape, setting);
         let (Some(chunk), Some(_)) = (chunk, &self.kernels.region) else {
             return self.insert_plain(keys, values, mode);

@@ -79,8 +79,9 @@
 //! pairs; for u32 pairs a 2048th from 95%), into a
 //! table of two regions or more, that leaves the table at most 96%
 //! full; insert-or-apply batches, which mostly repeat keys, whenever the
-//! table is at most 96% full before, in chunks of up to max(slots, 2^26)
-//! keys (see [`chunk_len`] for the figures). If the scratch cannot be
+//! table is at most 96% full before, in chunks of up to max(4 * slots,
+//! 2^26) keys where the device has room for their scratch, else
+//! max(slots, 2^26) (see [`chunk_len`] for the figures). If the scratch cannot be
 //! allocated, the batch takes the plain kernel. The table's
 //! [`RegionBuild`] setting turns the region build off, or takes it for
 //! every batch that suits it whatever the load (the tests use that to reach
@@ -430,6 +431,9 @@ pub(crate) struct Shape {
     pub live: u64,
     pub slots: u64,
     pub buckets: u64,
+    /// Bytes of device memory the scratch of an insert-or-apply batch
+    /// larger than the table may take (half the free memory).
+    pub room: u64,
 }
 
 /// Whether a build of `n` keys into table `t` suits the region build.
@@ -447,9 +451,17 @@ pub(crate) fn suits(n: u64, t: Shape) -> bool {
 /// Most keys one region build takes: larger batches are built in chunks of
 /// at most this many (or the table's slots, if more), which bounds the
 /// scratch memory (`3 * chunk * word` bytes, what an insert of 2^26 new
-/// keys takes anyway). Each chunk costs a full partition's fixed costs and
-/// a read of the counters, so chunks are as large as that bound allows.
+/// keys takes anyway). Each chunk costs a full partition's fixed costs, a
+/// read of the counters and a pass over the whole table, so chunks are as
+/// large as that bound allows.
 const MAX_CHUNK: u64 = 1 << 26;
+/// Insert-or-apply chunks may take this many times the table's slots where
+/// the device has room for their scratch. (Measured on an H200, 2^30
+/// positions over 2^26 keys into 2^27 slots: chunks of 2^27 / 2^28 / 2^29
+/// / 2^30 keys ran u64 pairs at 24.3 / 25.7 / 25.9 / 25.5 G/s, and chunks
+/// of 2^29 took linear u32 pairs from 39.3 to 44.4 G/s, two-level from
+/// 37.3 to 37.8; `bench-results/h200-apply-chunks/`.)
+const APPLY_CHUNK_TABLES: u64 = 4;
 
 /// Whether to take the region build for a batch of `n` keys in `mode` into
 /// a table of `slots` slots and `buckets` buckets holding `live` keys, and
@@ -461,13 +473,18 @@ const MAX_CHUNK: u64 = 1 << 26;
 /// to the plain kernel.)
 /// Insert-or-apply batches mostly repeat keys, so their final load is not
 /// known: they take it whenever the table is at most 96% full before, in
-/// chunks of up to max(slots, 2^26) keys. `setting` may override the load
-/// rules ([`RegionBuild`]).
+/// chunks of up to max(4 * slots, 2^26) keys where half the free device
+/// memory holds their scratch, else max(slots, 2^26). `setting` may
+/// override the load rules ([`RegionBuild`]).
 pub(crate) fn chunk_len(n: u64, mode: InsertMode, t: Shape, setting: RegionBuild) -> Option<u64> {
     let (live, slots) = (t.live, t.slots);
     let within = |keys: u64| (live as u128 + keys as u128) * 100 <= slots as u128 * 96;
     let (by_load, cap) = match mode {
-        InsertMode::Apply(_) => (within(0), slots.max(MAX_CHUNK)),
+        InsertMode::Apply(_) => {
+            let large = (APPLY_CHUNK_TABLES * slots).max(MAX_CHUNK);
+            let fits = 3 * (large.min(n) as u128) * t.word as u128 <= t.room as u128;
+            (within(0), if fits { large } else { slots.max(MAX_CHUNK) })
+        }
         _ => (within(n), u64::MAX),
     };
     let chunks = n.div_ceil(cap.min(u32::MAX as u64 - 1)).max(1);
@@ -828,7 +845,7 @@ mod tests {
     use super::*;
 
     fn shape(scheme: Scheme, word: usize, live: u64, slots: u64, buckets: u64) -> Shape {
-        Shape { scheme, word, live, slots, buckets }
+        Shape { scheme, word, live, slots, buckets, room: 1 << 40 }
     }
 
     #[test]
@@ -863,14 +880,23 @@ mod tests {
         let (slots, buckets) = (1u64 << 27, 1u64 << 25);
         let sum = InsertMode::Apply(crate::Reduce::Sum);
         let chunk_len = |n, mode, live, slots, buckets| chunk_len(n, mode, shape(Scheme::Linear, 8, live, slots, buckets), RegionBuild::Auto);
-        // 2^30 inputs (16 per key at load 0.5): eight equal chunks of the table's size.
-        assert_eq!(chunk_len(1 << 30, sum, 0, slots, buckets), Some(1 << 27));
-        assert_eq!(chunk_len(3 << 27, sum, 0, slots, buckets), Some(1 << 27));
-        assert_eq!(chunk_len((3 << 27) + 1, sum, 0, slots, buckets), Some((1 << 25) * 3 + 1));
+        // 2^30 inputs (16 per key at load 0.5): two equal chunks of four
+        // times the table's size where the device has room for their
+        // scratch, else eight of the table's size.
+        assert_eq!(chunk_len(1 << 30, sum, 0, slots, buckets), Some(1 << 29));
+        assert_eq!(chunk_len(3 << 27, sum, 0, slots, buckets), Some(3 << 27));
+        assert_eq!(chunk_len((5 << 27) + 1, sum, 0, slots, buckets), Some((5 << 26) + 1));
+        let tight = |n, room| super::chunk_len(n, sum, Shape { room, ..shape(Scheme::Linear, 8, 0, slots, buckets) }, RegionBuild::Auto);
+        assert_eq!(tight(1 << 30, 3 * 8 << 29), Some(1 << 29), "room for the scratch of 2^29 8-byte pairs");
+        assert_eq!(tight(1 << 30, (3 * 8 << 29) - 1), Some(1 << 27));
+        assert_eq!(tight(3 << 27, 3 * 8 * (3 << 27)), Some(3 << 27), "room for the batch's scratch");
+        assert_eq!(tight(1 << 30, 0), Some(1 << 27));
+        assert_eq!(tight(3 << 27, 0), Some(1 << 27));
         // TARGETS' aggregation: 2^26 inputs into 2^23 slots, one build;
-        // twice that, two.
+        // up to 2^26 more, still one; past that, equal chunks.
         assert_eq!(chunk_len(1 << 26, sum, 0, 1 << 23, 1 << 21), Some(1 << 26));
         assert_eq!(chunk_len(1 << 27, sum, 0, 1 << 23, 1 << 21), Some(1 << 26));
+        assert_eq!(chunk_len(1 << 27, sum, 0, 1 << 25, 1 << 23), Some(1 << 27));
         // Assign counts every key as new: no more than 96% of the slots.
         assert_eq!(chunk_len(1 << 26, InsertMode::Assign, 0, slots, buckets), Some(1 << 26));
         assert_eq!(chunk_len(1 << 27, InsertMode::Assign, 0, slots, buckets), None);
