@@ -347,6 +347,13 @@ impl RegionScratch {
             + b(&self.offsets) + b(&self.cursor) + b(&self.seg_off) + b(&self.cursor1) + b(&self.skewed) + b(&self.heavy)
     }
 
+    /// Bytes of the buffers sized by the batch (`words`, `mid_words` and
+    /// `deferred` in [`Self::reserve`]) for `n` keys of `word` bytes; the
+    /// rest are sized by the regions.
+    fn batch_bytes(n: u64, word: usize) -> u128 {
+        3 * n as u128 * word as u128
+    }
+
     /// Grows every buffer to what a batch of `n` keys of `word` bytes and `plan` needs.
     fn reserve(&mut self, stream: &Arc<CudaStream>, n: u64, word: usize, plan: &Plan) -> Result<()> {
         let n = n as usize;
@@ -482,7 +489,7 @@ pub(crate) fn chunk_len(n: u64, mode: InsertMode, t: Shape, setting: RegionBuild
     let (by_load, cap) = match mode {
         InsertMode::Apply(_) => {
             let large = (APPLY_CHUNK_TABLES * slots).max(MAX_CHUNK);
-            let fits = 3 * (large.min(n) as u128) * t.word as u128 <= t.room as u128;
+            let fits = RegionScratch::batch_bytes(large.min(n), t.word) <= t.room as u128;
             (within(0), if fits { large } else { slots.max(MAX_CHUNK) })
         }
         _ => (within(n), u64::MAX),
