@@ -97,6 +97,30 @@ impl Readback {
         };
         Ok(Readback { words: Some(words), ordinal })
     }
+
+    /// Queues a copy of `words` 8-byte words at device address `src` into
+    /// the first of these words, on `stream`; read them with [`Self::read`]
+    /// once the stream has passed the copy.
+    fn copy_from(&self, stream: &CudaStream, src: u64, words: usize) -> std::result::Result<(), DriverError> {
+        let host = self.words.as_ref().expect("held until drop");
+        debug_assert!(words <= host.len());
+        let dst = host.as_ptr()? as *mut u64;
+        // The raw copy needs the context current on this thread.
+        stream.context().bind_to_thread()?;
+        // Safety: `dst` holds at least `words` words, page-locked; `src` is
+        // the caller's live device range of `words` words, on `stream`.
+        unsafe { cudarc::driver::sys::cuMemcpyDtoHAsync_v2(dst.cast(), src, 8 * words, stream.cu_stream()).result() }
+    }
+
+    /// Fills `out` from the first words, once the copy into them completed.
+    fn read(&self, out: &mut [u64]) -> std::result::Result<(), DriverError> {
+        let host = self.words.as_ref().expect("held until drop");
+        let ptr = host.as_ptr()?;
+        // Safety: the caller waited for the copy; nothing else writes these
+        // words while their owner holds them.
+        out.copy_from_slice(unsafe { std::slice::from_raw_parts(ptr, out.len().min(host.len())) });
+        Ok(())
+    }
 }
 
 impl Drop for Readback {
@@ -451,27 +475,11 @@ impl<K: Key, V: Value> CudaTable<K, V> {
         // Held through the copy: calls from other threads take turns.
         let host = self.meta_host.lock().unwrap_or_else(|p| p.into_inner());
         let e = |e| self.err(e);
-        let dst = host.words.as_ref().expect("held until drop").as_ptr().map_err(e)? as *mut u64;
-        // The raw copy below needs the context current on this thread.
-        self.ctx.bind_to_thread().map_err(e)?;
-        // Safety: `dst` holds META_WORDS words, page-locked; the copy is on
-        // the table's stream after the kernels that wrote the block, and the
-        // words are read below only after the stream is synchronized.
-        unsafe {
-            cudarc::driver::sys::cuMemcpyDtoHAsync_v2(
-                dst.cast(),
-                self.meta.addr(),
-                8 * META_WORDS,
-                self.stream.cu_stream(),
-            )
-            .result()
-            .map_err(e)?;
-        }
+        // On the table's stream after the kernels that wrote the block.
+        host.copy_from(&self.stream, self.meta.addr(), META_WORDS).map_err(e)?;
         self.stream.synchronize().map_err(e)?;
         let mut m = [0u64; META_WORDS];
-        // Safety: the copy above has completed; nothing else writes `dst`
-        // while the lock is held.
-        m.copy_from_slice(unsafe { std::slice::from_raw_parts(dst, META_WORDS) });
+        host.read(&mut m).map_err(e)?;
         Ok(m)
     }
 

@@ -9,18 +9,19 @@
 //!
 //! Counters: the metadata block's counters are shared by every call, so an
 //! insert or erase copies them on your stream, right after its kernel, into
-//! a small buffer of its own, read by [`PendingInsert::wait`] or
-//! [`PendingCount::wait`]. Nothing else on the table can run in between.
+//! page-locked host words of its own, which [`PendingInsert::wait`] or
+//! [`PendingCount::wait`] read once the call's end has passed: one wait,
+//! no copy after it. Nothing else on the table can run in between.
 
 use std::sync::{Arc, Mutex};
 
 use cudarc::driver::{
-    result as cu, CudaEvent, CudaSlice, CudaStream, CudaView, CudaViewMut, DevicePtr, DevicePtrMut, DriverError,
+    result as cu, CudaEvent, CudaSlice, CudaStream, CudaView, CudaViewMut, DevicePtr, DriverError,
     PushKernelArg,
 };
 
 use super::kernels::Kernels;
-use super::{driver_error, grid, mode_codes, CudaTable, DeviceView};
+use super::{driver_error, grid, mode_codes, CudaTable, DeviceView, Readback};
 use crate::backend::InsertMode;
 use crate::core::keys::{Key, Value};
 use crate::{Device, Error, InsertReport, NotStored, Result};
@@ -40,7 +41,6 @@ pub struct PendingInsert<'k, K: Key> {
 struct InsertScratch<'k, K: Key> {
     keys: CudaView<'k, K>,
     bufs: Kept,
-    done: CudaEvent,
     stream: Arc<CudaStream>,
     kernels: Arc<Kernels>,
     sms: u64,
@@ -51,10 +51,32 @@ struct InsertScratch<'k, K: Key> {
 /// insert itself for 2^20 keys, since the driver's pool gives freed memory
 /// back at every synchronization.
 pub(crate) struct AsyncBuffers {
-    /// inserted, existing, failed
-    counters: CudaSlice<u64>,
+    /// inserted, existing, failed (an erase: removed), page-locked: a
+    /// copy into pageable memory after the wait cost a second round trip
+    /// (12 us of a 2^20-key insert's 170, H200).
+    counters: Readback,
     /// Positions that found no slot: room for every key, so they are exact.
     failed: CudaSlice<u32>,
+    /// The end of the last call that used these buffers.
+    done: Option<CudaEvent>,
+}
+
+impl AsyncBuffers {
+    fn done(&self) -> &CudaEvent {
+        self.done.as_ref().expect("set by the call that holds the buffers")
+    }
+}
+
+impl Drop for AsyncBuffers {
+    // The counter words go back to the tables' shared list, where another
+    // table may take them at once: the last call's copy into them must
+    // have landed first. (Buffers kept for the next call skip this: its
+    // copy is ordered after the last one's on the device.)
+    fn drop(&mut self) {
+        if let Some(done) = &self.done {
+            let _ = done.synchronize();
+        }
+    }
 }
 
 /// Async scratch the table keeps at most; calls in flight beyond this many
@@ -94,7 +116,15 @@ impl Drop for Kept {
 /// A count enqueued by [`CudaTable::erase_device_async`]; [`wait`](Self::wait) for it.
 #[must_use = "the count is only known after wait()"]
 pub struct PendingCount {
-    inner: Option<(Kept, CudaEvent, Arc<CudaStream>)>,
+    inner: Option<(Kept, Arc<CudaStream>)>,
+}
+
+/// The first `N` counter words of an async call, after its end `done`.
+fn counters_after<const N: usize>(done: &CudaEvent, counters: &Readback) -> Result<[u64; N], DriverError> {
+    done.synchronize()?;
+    let mut c = [0u64; N];
+    counters.read(&mut c)?;
+    Ok(c)
 }
 
 /// Reads a small device buffer back after `done` (synchronous copy).
@@ -127,12 +157,12 @@ impl<K: Key> PendingInsert<'_, K> {
         let Some(p) = self.inner else { return Ok(InsertReport::default()) };
         let ordinal = p.stream.context().ordinal();
         let e = |e| driver_error(ordinal, e);
-        let c = read_back(&p.stream, &p.done, &p.bufs.get().counters, 3).map_err(e)?;
+        let c = counters_after::<3>(p.bufs.get().done(), &p.bufs.get().counters).map_err(e)?;
         let report = InsertReport { inserted: c[0], existing: c[1] };
         if c[2] == 0 {
             return Ok(report);
         }
-        let mut positions = read_back(&p.stream, &p.done, &p.bufs.get().failed, c[2] as usize).map_err(e)?;
+        let mut positions = read_back(&p.stream, p.bufs.get().done(), &p.bufs.get().failed, c[2] as usize).map_err(e)?;
         positions.sort_unstable();
         let keys = gather(&p, &positions).map_err(e)?;
         Err(Error::TableFull(Box::new(NotStored {
@@ -175,9 +205,9 @@ fn gather_on_device<K: Key>(p: &InsertScratch<'_, K>, positions: &[u32]) -> Resu
 impl PendingCount {
     /// Waits for the call and returns its count.
     pub fn wait(self) -> Result<u64> {
-        let Some((counter, done, stream)) = self.inner else { return Ok(0) };
+        let Some((counter, stream)) = self.inner else { return Ok(0) };
         let ordinal = stream.context().ordinal();
-        let c = read_back(&stream, &done, &counter.get().counters, 1).map_err(|e| driver_error(ordinal, e))?;
+        let c = counters_after::<1>(counter.get().done(), &counter.get().counters).map_err(|e| driver_error(ordinal, e))?;
         Ok(c[0])
     }
 }
@@ -228,23 +258,20 @@ impl<K: Key, V: Value> CudaTable<K, V> {
         Ok(done)
     }
 
-    /// Copies counter words `from..from + dst.len()` of the metadata block
-    /// into `dst`, on `stream`.
+    /// Copies counter words `from..from + words` of the metadata block into
+    /// the page-locked words `dst`, on `stream`.
     fn copy_counters(
         &self,
         stream: &Arc<CudaStream>,
         view: &DeviceView,
         from: usize,
         words: usize,
-        dst: &mut CudaSlice<u64>,
+        dst: &Readback,
     ) -> Result<(), DriverError> {
-        debug_assert!(from + words <= 4 && words <= dst.len());
-        let bytes = 8 * words;
-        let (ptr, _record) = dst.device_ptr_mut(stream);
-        // Safety: both ranges lie in live allocations (the metadata block has
-        // 8 words, `from + words <= 4`, `dst` holds `words`), on `stream`,
-        // after the kernel.
-        unsafe { cu::memcpy_dtod_async(ptr, view.meta + 8 * from as u64, bytes, stream.cu_stream()) }
+        // The metadata block has 8 words; on `stream`, after the kernel; the
+        // host reads them only after the call's end event.
+        debug_assert!(from + words <= 4);
+        dst.copy_from(stream, view.meta + 8 * from as u64, words)
     }
 
     /// Scratch for an async call on `n` keys (positions of failed inserts for
@@ -261,12 +288,13 @@ impl<K: Key, V: Value> CudaTable<K, V> {
         }
         let e = |e| self.err(e);
         crate::fault::alloc_point(24 + 4 * n as u64, Device::Cuda(self.ctx.ordinal()))?;
-        // Safety: written by the kernel (failed, up to the failure count) and
-        // the counter copy before they are read.
-        let counters = unsafe { stream.alloc::<u64>(3) }.map_err(e)?;
-        // One element at least: a zero-length allocation is an error.
+        // Page-locked words shared with the tables' read-backs (slow to allocate).
+        let counters = Readback::take(stream.context()).map_err(e)?;
+        // Safety: written by the kernel (failed, up to the failure count)
+        // before it is read. One element at least: a zero-length allocation
+        // is an error.
         let failed = unsafe { stream.alloc::<u32>(n.max(1)) }.map_err(e)?;
-        Ok(Kept { bufs: Some(AsyncBuffers { counters, failed }), pool })
+        Ok(Kept { bufs: Some(AsyncBuffers { counters, failed, done: None }), pool })
     }
 
     /// Zeroes the metadata counters on `stream`.
@@ -326,13 +354,12 @@ impl<K: Key, V: Value> CudaTable<K, V> {
         // Safety: the arguments match gh_insert's signature; `failed` has room
         // for every position.
         unsafe { b.launch(self.insert_grid(n)) }.map_err(e)?;
-        self.copy_counters(stream, &view, 0, 3, &mut bufs.get_mut().counters).map_err(e)?;
-        let done = self.leave_marked(stream).map_err(e)?;
+        self.copy_counters(stream, &view, 0, 3, &bufs.get().counters).map_err(e)?;
+        bufs.get_mut().done = Some(self.leave_marked(stream).map_err(e)?);
         Ok(PendingInsert {
             inner: Some(InsertScratch {
                 keys: keys.slice(..),
                 bufs,
-                done,
                 stream: stream.clone(),
                 kernels: self.kernels.clone(),
                 sms: self.sms,
@@ -423,8 +450,8 @@ impl<K: Key, V: Value> CudaTable<K, V> {
         b.arg(&view).arg(keys).arg(&n);
         // Safety: the arguments match gh_erase's signature.
         unsafe { b.launch(self.key_grid(n)) }.map_err(e)?;
-        self.copy_counters(stream, &view, 3, 1, &mut counter.get_mut().counters).map_err(e)?;
-        let done = self.leave_marked(stream).map_err(e)?;
-        Ok(PendingCount { inner: Some((counter, done, stream.clone())) })
+        self.copy_counters(stream, &view, 3, 1, &counter.get().counters).map_err(e)?;
+        counter.get_mut().done = Some(self.leave_marked(stream).map_err(e)?);
+        Ok(PendingCount { inner: Some((counter, stream.clone())) })
     }
 }
