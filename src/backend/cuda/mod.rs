@@ -513,10 +513,13 @@ impl<K: Key, V: Value> CudaTable<K, V> {
         let n = keys.len() as u64;
         let (slots, buckets, setting) = (self.config.slots, self.probe.buckets, self.config.region_build);
         let word = K::Word::<V>::BYTES;
-        // The device's room for larger insert-or-apply chunks (half its
-        // free memory), asked only of batches larger than the table.
+        // The device's room for larger insert-or-apply chunks: half its
+        // free memory and the region scratch it keeps (which this build
+        // takes over), asked only of batches larger than the table.
         let room = match mode {
-            InsertMode::Apply(_) if n > slots => self.ctx.mem_get_info().map_or(0, |(free, _)| free as u64 / 2),
+            InsertMode::Apply(_) if n > slots => self.ctx.mem_get_info().map_or(0, |(free, _)| {
+                (free as u64).saturating_add(region::cached_scratch_bytes(self.ctx.ordinal()) as u64) / 2
+            }),
             _ => 0,
         };
         let shape = region::Shape { scheme: self.config.scheme, word, live: self.live, slots, buckets, room };

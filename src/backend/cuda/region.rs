@@ -419,6 +419,12 @@ impl Drop for Taken {
     }
 }
 
+/// Bytes of region scratch kept on CUDA device `ordinal` for later builds
+/// (the next build takes them over, or frees them for larger buffers).
+pub(crate) fn cached_scratch_bytes(ordinal: usize) -> usize {
+    cache().lock().unwrap_or_else(|p| p.into_inner()).get(&ordinal).map_or(0, |s| s.bytes())
+}
+
 /// Frees the scratch memory the region build keeps on CUDA device `ordinal`
 /// for later builds (see [`RegionBuild::Never`]); returns the bytes freed.
 /// A later region build allocates it again. Safe to call at any time: a
@@ -439,7 +445,8 @@ pub(crate) struct Shape {
     pub slots: u64,
     pub buckets: u64,
     /// Bytes of device memory the scratch of an insert-or-apply batch
-    /// larger than the table may take (half the free memory).
+    /// larger than the table may take (half of the free memory and of the
+    /// scratch kept from earlier builds, which the build takes over).
     pub room: u64,
 }
 
