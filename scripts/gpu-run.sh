@@ -17,6 +17,11 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader > 
 note "device: $(cat "$logs/device.txt")  commit: $(cat "$here/COMMIT" 2>/dev/null)"
 
 has() { case " $stages " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
+# The CUDA conformance suite is the module conformance_cuda of the
+# integration test binary (tests/integration): its tests whose names match
+# the regular expression $1, for --exact (libtest's own filters match any).
+suite="$here/bin/test-integration"
+cuda_tests() { "$suite" --list 2>/dev/null | sed -n 's/: test$//p' | grep -E '^conformance_cuda::' | grep -E -- "${1:-.}"; }
 fail=0
 if has tests; then
     # TEST_BINS picks binaries by name (default: every one).
@@ -37,8 +42,10 @@ if has reseed; then
     # a test that fails on one seed only is a bug as much as any.
     seed="${RESEED:-$(fresh_seed)}"
     for n in conformance_cuda cuda_concurrency faults; do
-        [ -x "$here/bin/test-$n" ] || continue
-        GPUHASH_TEST_SEED=$seed "$here/bin/test-$n" --test-threads=4 --nocapture > "$logs/test-$n-$seed.log" 2>&1
+        exe="$here/bin/test-$n" only=()
+        [ $n = conformance_cuda ] && exe="$suite" only=(conformance_cuda::)
+        [ -x "$exe" ] || continue
+        GPUHASH_TEST_SEED=$seed "$exe" --test-threads=4 --nocapture "${only[@]}" > "$logs/test-$n-$seed.log" 2>&1
         rc=$?
         note "tests $n, seed $seed: rc=$rc $(grep -E '^test result' "$logs/test-$n-$seed.log" | tail -1)"
         [ $rc -eq 0 ] || fail=1
@@ -54,7 +61,7 @@ if has tests; then
     for pass in one two; do
         region=$([ $pass = two ] && echo two-pass || echo always)
         GPUHASH_TEST_REGION=$region \
-            "$here/bin/test-conformance_cuda" --test-threads=4 cuda_linear cuda_two_level > "$logs/test-region-build-$pass.log" 2>&1
+            "$suite" --test-threads=4 conformance_cuda::cuda_linear conformance_cuda::cuda_two_level > "$logs/test-region-build-$pass.log" 2>&1
         rc=$?
         note "tests region build, $pass-pass partition (linear, two-level): rc=$rc $(grep -E '^test result' "$logs/test-region-build-$pass.log" | tail -1)"
         [ $rc -eq 0 ] || fail=1
@@ -66,13 +73,14 @@ if has fullscale; then
     # fresh one (FULL_SEEDS lists seeds; "default" is the fixed one); every
     # seed is logged so a failure replays.
     seeds="${FULL_SEEDS:-default $(fresh_seed)}"
+    full_tests="$(cuda_tests 'oversubscribed_batches|overfull_apply_every_key_twice|refill_after_erase_with_growth_off|fill_until_refused')"
+    # No list (no suite binary): a failure, not the whole binary at full scale.
+    [ -n "$full_tests" ] || { note "fullscale: no CUDA conformance tests listed by $suite"; fail=1; seeds=; }
     for seed in $seeds; do
         log="$logs/test-fullscale-$seed.log"
         env GPUHASH_TEST_SCALE=full GPUHASH_TEST_PAIRS="${FULL_PAIRS:-u32:u32,u64:u64}" \
             $([ "$seed" != default ] && echo GPUHASH_TEST_SEED="$seed") \
-            "$here/bin/test-conformance_cuda" --test-threads=4 --nocapture \
-            oversubscribed_batches overfull_apply_every_key_twice refill_after_erase_with_growth_off fill_until_refused \
-            > "$log" 2>&1
+            "$suite" --test-threads=4 --nocapture --exact $full_tests > "$log" 2>&1
         rc=$?
         note "fullscale seed $seed: rc=$rc $(grep -E '^test result' "$log" | tail -1)"
         [ $rc -eq 0 ] || fail=1
@@ -90,7 +98,10 @@ if has sanitizer; then
     # a test per process), SANITIZER_JOBS of them at once; SANITIZER_FILTER
     # (a regular expression) keeps the tests whose names match it,
     # SANITIZER_PAIRS the pairs it lists, SANITIZER_BINS picks the test binaries, SANITIZER_TIMEOUT bounds each
-    # process. Racecheck runs build the region kernels with
+    # process. Driver calls that return an error are not counted
+    # (--report-api-errors no): the tests see those themselves, and
+    # borrow_device asks the driver about host addresses on purpose (its
+    # clear error is what cuda_io checks). Racecheck runs build the region kernels with
     # -DGH_REGION_SYNC_LOAD: racecheck stops their cp.async copies with a
     # misaligned-address error that plain runs and memcheck do not show
     # (kernels/bulk.cu).
@@ -98,12 +109,17 @@ if has sanitizer; then
     mkdir -p "$logs/sanitizer"
     : > "$results"
     for bin in ${SANITIZER_BINS:-conformance_cuda cuda_io cuda_concurrency faults}; do
-        [ -x "$here/bin/test-$bin" ] || continue
         # Tests that make no CUDA call (the CPU halves of the fault tests) and
         # the one that measures device memory (which the tools' own
         # allocations change) stay out.
-        tests="$("$here/bin/test-$bin" --list 2>/dev/null | sed -n 's/: test$//p' | grep -E -- "${SANITIZER_FILTER:-.}" |
-            grep -vE '^cpu_|out_of_device_memory')"
+        if [ $bin = conformance_cuda ]; then
+            [ -x "$suite" ] || continue
+            tests="$(cuda_tests "${SANITIZER_FILTER:-.}")"
+        else
+            [ -x "$here/bin/test-$bin" ] || continue
+            tests="$("$here/bin/test-$bin" --list 2>/dev/null | sed -n 's/: test$//p' | grep -E -- "${SANITIZER_FILTER:-.}" |
+                grep -vE '^cpu_|out_of_device_memory')"
+        fi
         for tool in ${SANITIZER_TOOLS:-memcheck racecheck synccheck initcheck}; do
             for t in $tests; do
                 # Tests with pairs of their own (tests/common/suite.rs).
@@ -123,12 +139,13 @@ if has sanitizer; then
         done
     done > "$jobs"
     sanitize() { # tool binary test pair
-        local name="$1-$2-${3//::/-}-${4//:/_}" extra=()
+        local name="$1-$2-${3//::/-}-${4//:/_}" extra=() exe="$here/bin/test-$2"
+        [ "$2" = conformance_cuda ] && exe="$suite"
         [ "$1" = racecheck ] && extra=(GPUHASH_TEST_REGION=always GPUHASH_NVRTC_FLAGS=-DGH_REGION_SYNC_LOAD)
         [ "$4" != all ] && extra+=(GPUHASH_TEST_PAIRS="$4")
         env GPUHASH_TEST_SCALE=small "${extra[@]}" GPUHASH_CACHE_DIR="$here/.kernel-cache-$1" \
-            timeout "${SANITIZER_TIMEOUT:-900}" compute-sanitizer --tool "$1" --error-exitcode 99 \
-            "$here/bin/test-$2" --exact "$3" --test-threads=1 > "$logs/sanitizer/$name.log" 2>&1
+            timeout "${SANITIZER_TIMEOUT:-900}" compute-sanitizer --tool "$1" --error-exitcode 99 --report-api-errors no \
+            "$exe" --exact "$3" --test-threads=1 > "$logs/sanitizer/$name.log" 2>&1
         local rc=$?
         local clean=no
         # Clean: the test passed, the tool found nothing, and it lost no launch.
@@ -138,7 +155,7 @@ if has sanitizer; then
         echo "$clean rc=$rc $1 $2 $3 $4" >> "$results"
     }
     export -f sanitize
-    export here logs results SANITIZER_TIMEOUT
+    export here logs results suite SANITIZER_TIMEOUT
     xargs -P "${SANITIZER_JOBS:-16}" -L 1 bash -c 'sanitize "$@"' _ < "$jobs"
     total=$(wc -l < "$jobs") ok=$(grep -c "^yes" "$results")
     note "sanitizer: $ok of $total (tool, binary, test, pair) runs clean (logs in sanitizer/, list in sanitizer-results.txt)"

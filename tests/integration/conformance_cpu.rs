@@ -1,7 +1,6 @@
 //! The conformance suite on the CPU backend (the reference), once per scheme.
 
-#[macro_use]
-mod common;
+use crate::common;
 
 use gpuhash::{Device, Scheme};
 

@@ -2,8 +2,7 @@
 //! device each test prints `skipped: no CUDA device (...)`; set
 //! `GPUHASH_REQUIRE_CUDA=1` to make that a failure instead.
 
-#[macro_use]
-mod common;
+use crate::common;
 
 use gpuhash::{Device, Scheme};
 

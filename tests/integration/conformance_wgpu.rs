@@ -4,8 +4,7 @@
 //! that a failure instead (CI does). The wgpu backend implements
 //! `Scheme::Linear`, `Scheme::SlabList` and `Scheme::Cuckoo`.
 
-#[macro_use]
-mod common;
+use crate::common;
 
 use gpuhash::{Device, Scheme};
 

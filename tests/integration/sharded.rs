@@ -5,8 +5,7 @@
 //! that fail while shards grow), each checked against a `HashMap` oracle
 //! with seeded, replayable inputs (`GPUHASH_TEST_SEED`).
 
-#[macro_use]
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

@@ -5,8 +5,7 @@
 //! or are brought in, each checked against a `HashMap` oracle with seeded,
 //! replayable inputs (`GPUHASH_TEST_SEED`).
 
-#[macro_use]
-mod common;
+use crate::common;
 
 use common::*;
 use gpuhash::{fault, Device, Error, HashTable, Key, Paging, Reduce, Residency, Scheme};

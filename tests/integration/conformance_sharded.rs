@@ -6,9 +6,6 @@
 //! sizes let 3 shards hold exactly the capacity a test asks for; Hashinator
 //! (tables of powers of two) and TwoLevel (whole regions) on 4 and 2.
 
-#[macro_use]
-mod common;
-
 use gpuhash::{Device, Scheme};
 
 conformance_suite!(sharded_linear, Device::Cpu, Scheme::Linear, sharded: 3);

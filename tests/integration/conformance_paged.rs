@@ -13,9 +13,6 @@
 //! more. Without a CUDA device the CUDA tests print
 //! `skipped: ...` (`GPUHASH_REQUIRE_CUDA=1` makes that a failure).
 
-#[macro_use]
-mod common;
-
 use gpuhash::{Device, Paging, Residency, Scheme};
 
 const HOT: Paging = Paging::new(8, 2);

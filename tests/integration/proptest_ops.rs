@@ -5,7 +5,7 @@
 //! Cases are drawn from `GPUHASH_TEST_SEED` (fixed by default), so a failure
 //! replays; proptest then reports the shrunk operation sequence.
 
-mod common;
+use crate::common;
 
 use common::*;
 use gpuhash::{Device, HashTable, Key, Reduce, Scheme};
