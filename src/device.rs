@@ -16,9 +16,10 @@ pub enum Device {
     /// discrete or integrated GPU if there is one, else a CPU implementation
     /// such as Mesa's lavapipe. [`gpuhash::backend::wgpu::adapters`](crate::backend::wgpu)
     /// lists what wgpu finds. Implements [`Scheme::Linear`](crate::Scheme::Linear),
-    /// [`Scheme::SlabList`](crate::Scheme::SlabList) and
-    /// [`Scheme::Cuckoo`](crate::Scheme::Cuckoo) so far (needs the `wgpu`
-    /// feature, on by default).
+    /// [`Scheme::SlabList`](crate::Scheme::SlabList),
+    /// [`Scheme::Cuckoo`](crate::Scheme::Cuckoo) and
+    /// [`Scheme::TwoLevel`](crate::Scheme::TwoLevel) so far (needs the
+    /// `wgpu` feature, on by default).
     Wgpu,
     /// The wgpu adapter with this index in
     /// [`gpuhash::backend::wgpu::adapters`](crate::backend::wgpu), to pick
@@ -43,8 +44,9 @@ impl Device {
     /// Every scheme runs on the CPU; CUDA runs all but
     /// [`Scheme::SlabList`](crate::Scheme::SlabList); wgpu runs
     /// [`Scheme::Linear`](crate::Scheme::Linear),
-    /// [`Scheme::SlabList`](crate::Scheme::SlabList) and
-    /// [`Scheme::Cuckoo`](crate::Scheme::Cuckoo).
+    /// [`Scheme::SlabList`](crate::Scheme::SlabList),
+    /// [`Scheme::Cuckoo`](crate::Scheme::Cuckoo) and
+    /// [`Scheme::TwoLevel`](crate::Scheme::TwoLevel).
     pub fn check_scheme(self, scheme: crate::Scheme) -> Result<(), Error> {
         self.check_available()?;
         match self {

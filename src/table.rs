@@ -446,9 +446,11 @@ impl<K: Key, V: Value> HashTable<K, V> {
     ///   32 pairs): placement is bounded, so near the maximum load a few
     ///   keys may find no slot.
     /// * [`Scheme::TwoLevel`]: a key its region cannot place (walks of 16,
-    ///   then 64 steps) goes to the table's overflow (0.8% of its slots);
-    ///   keys are refused once the overflow is full too, which in tables of
-    ///   2^22 slots and more does not happen below a load of 0.97.
+    ///   then 64 steps; on wgpu, walks within the probe limit and no region
+    ///   rebuilds) goes to the table's overflow (0.8% of its slots); keys
+    ///   are refused once the overflow is full too, which in tables of
+    ///   2^22 slots and more does not happen below a load of 0.97 (on
+    ///   wgpu, tables of 2^15 slots held 0.957-0.966 on lavapipe).
     /// * [`Scheme::SlabList`]: a key is refused only when its chain is full
     ///   and the slab pool is used up, which partly empty last slabs make
     ///   happen near a load of 0.9 (earlier in tables of a few chains), so

@@ -1,13 +1,25 @@
-// Scheme::Cuckoo (src/backend/cpu/cuckoo.rs; src/core/cuckoo.rs for the
-// geometry): a key lives in one of GH_CUCKOO_CHOICES candidate buckets,
-// drawn over the buckets before the stash, or in the stash (the last
-// buckets, GH_CUCKOO_STASH_PAIRS slots at most). A lookup reads exactly
-// those, the stash only while its mask is not zero.
+// Scheme::Cuckoo and Scheme::TwoLevel (src/backend/cpu/cuckoo.rs;
+// src/core/cuckoo.rs for the geometry), one module switched by
+// GH_TWO_LEVEL: a key lives in one of GH_CUCKOO_CHOICES candidate buckets
+// or in its spill area, which a lookup reads only when something may be
+// there.
+//
+// * Cuckoo: candidates drawn over the buckets before the stash; the stash
+//   is the last buckets (GH_CUCKOO_STASH_PAIRS slots at most), read while
+//   its mask is not zero.
+// * Two-level: a key's region by one hash, its candidates inside that
+//   region by a second hash under the region's seed (HH Hash); the
+//   overflow after the regions is a linearly probed area shared by every
+//   region, read only for regions whose spill count is not zero. Regions
+//   are never rebuilt here (the CPU rebuilds a full region under new
+//   seeds): a key without an eviction path goes to the overflow, so every
+//   region keeps seed number 0.
 //
 // The `occupied` binding holds, after the occupancy bits (one per slot, set
 // while the slot is not EMPTY), the scheme's words:
 //
-//   [ occupancy bits | lock bits: bucket 0..B-1, stash | stash mask ]
+//   cuckoo:     [ occupancy bits | lock bits: bucket 0..B-1, stash | stash mask ]
+//   two-level:  [ occupancy bits | lock bits: bucket 0..B-1, one more | spill count per region ]
 //
 // (src/core/cuckoo.rs FlatAux's layout, in 32-bit words; a lock bit is
 // held from a parallel round's plan to its apply, below.)
@@ -42,22 +54,26 @@
 //            The host repeats rounds while keys lose locks, then once more
 //            for the keys that found no path (retry_no_path: the table has
 //            changed since). Keys whose walk
-//            of the whole probe limit found no path take a free stash slot
-//            (stash_no_path; the serial phase would walk the same way),
+//            of the whole probe limit found no path take a free spill slot
+//            (stash_no_path: the stash, or the overflow; the serial phase
+//            would walk the same way),
 //            else are refused. Keys still losing locks after the last round
 //            (or with a probe limit past GH_CUCKOO_PARALLEL_MOVES and no
 //            path that short) are listed again and placed one at a time by
 //            evict_serial (one workgroup, its invocations in turn, one key
 //            each per dispatch) as the CPU does: an EMPTY candidate slot,
 //            else an eviction path applied last move first (every key is
-//            in some slot at every moment), else a stash slot, else the key
+//            in some slot at every moment), else a spill slot, else the key
 //            is refused. relocate then looks the representatives' keys up
 //            again if anything moved, so settle folds into the right slots
 //            (phase 1's slots are folded into before anything moves).
 //
 // Erase frees the slot (EMPTY, occupancy bit and stash bit cleared): no
-// tombstones. Lookups never stop early, so an EMPTY slot before a key in
-// its candidates hides nothing.
+// tombstones in candidate buckets. Lookups never stop early there, so an
+// EMPTY slot before a key in its candidates hides nothing. An overflow
+// slot becomes a TOMBSTONE instead (its region's spill count drops): a
+// lookup reads an overflow chain up to its first bucket with an EMPTY
+// slot, and puts fill a chain in order, reusing TOMBSTONEs, as on the CPU.
 
 // Scratch words of phase 2 (the dedupe table is done with by then):
 // pending count, serial cursor, "a path moved keys", keys that lost a lock
@@ -70,13 +86,39 @@ const PENDING_NONE: u32 = 4u;
 const PENDING_LIST: u32 = 5u;
 
 // Slots of the stash: GH_CUCKOO_STASH_PAIRS, but at most a 32nd of the
-// buckets (src/core/cuckoo.rs stash_buckets).
+// buckets (src/core/cuckoo.rs stash_buckets); two-level tables have none.
 fn stash_buckets() -> u32 {
+    if (GH_TWO_LEVEL) {
+        return 0u;
+    }
     return min(params.buckets / 32u, GH_CUCKOO_STASH_PAIRS / GH_SLOTS_PER_BUCKET);
 }
 
-// Buckets candidates are drawn from; the stash follows them.
+// Two-level geometry (src/core/cuckoo.rs Regions::of): `count` regions of
+// `buckets` buckets, then `overflow` buckets.
+struct Regions {
+    count: u32,
+    buckets: u32,
+    overflow: u32,
+}
+
+fn regions() -> Regions {
+    let b = params.buckets;
+    if (b <= GH_TL_REGION_BUCKETS) {
+        return Regions(1u, b, 0u);
+    }
+    let span = select(GH_TL_REGION_BUCKETS, GH_TL_LARGE_REGION_BUCKETS, b >= GH_TL_LARGE_REGIONS_FROM);
+    let count = b / span;
+    let rb = span - span / GH_TL_OVERFLOW_SHARE;
+    return Regions(count, rb, b - count * rb);
+}
+
+// Buckets candidates are drawn from: before the stash, or the regions.
 fn main_buckets() -> u32 {
+    if (GH_TWO_LEVEL) {
+        let g = regions();
+        return g.count * g.buckets;
+    }
     return params.buckets - stash_buckets();
 }
 
@@ -88,7 +130,8 @@ fn stash_slots() -> u32 {
     return stash_buckets() * GH_SLOTS_PER_BUCKET;
 }
 
-// Index in `occupied` of the stash mask (bit i: stash slot i holds a pair).
+// Index in `occupied` of the stash mask (bit i: stash slot i holds a
+// pair); in two-level tables, of region 0's spill count.
 fn mask_word() -> u32 {
     let bits = (params.buckets * GH_SLOTS_PER_BUCKET + 31u) / 32u;
     return bits + (params.buckets + 1u + 31u) / 32u;
@@ -104,8 +147,37 @@ fn salt(j: u32) -> vec2<u32> {
     return vec2<u32>(GH_CUCKOO_SALT_2_LO, GH_CUCKOO_SALT_2_HI);
 }
 
+// The region of key `k` (src/core/cuckoo.rs Regions::region).
+fn region_of(k: vec2<u32>) -> u32 {
+    return reduce_range(mix64(k, seed()), regions().count);
+}
+
+// Every candidate bucket of key `k` (the first GH_CUCKOO_CHOICES count).
+// Two-level (src/core/cuckoo.rs region_candidate): the key's hash under
+// its region's seed (seed number 0: Regions::region_seed) gives all of
+// them, 21 bits each scaled to the region's buckets (at most 2^11, so the
+// product fits 32 bits).
+fn candidates(k: vec2<u32>) -> vec3<u32> {
+    if (GH_TWO_LEVEL) {
+        let g = regions();
+        let r = reduce_range(mix64(k, seed()), g.count);
+        let region_seed = mix64(vec2<u32>(r, 0u), seed() ^ vec2<u32>(GH_TL_REGION_SALT_LO, GH_TL_REGION_SALT_HI));
+        let h = mix64(k, region_seed);
+        let bits = vec3<u32>(h.x, (h.x >> 21u) | (h.y << 11u), h.y >> 10u) & vec3<u32>(GH_TL_CAND_MASK);
+        return vec3<u32>(r * g.buckets) + ((bits * g.buckets) >> vec3<u32>(GH_TL_CAND_BITS));
+    }
+    var c = vec3<u32>(0u, 0u, 0u);
+    for (var j = 0u; j < GH_CUCKOO_CHOICES; j += 1u) {
+        c[j] = reduce_range(mix64(k, seed() ^ salt(j)), main_buckets());
+    }
+    return c;
+}
+
 // Candidate bucket `j` of key `k` (src/core/cuckoo.rs candidate).
 fn candidate(k: vec2<u32>, j: u32) -> u32 {
+    if (GH_TWO_LEVEL) {
+        return candidates(k)[j];
+    }
     return reduce_range(mix64(k, seed() ^ salt(j)), main_buckets());
 }
 
@@ -113,16 +185,50 @@ fn is_full(k: vec2<u32>) -> bool {
     return !all(k == EMPTY_KEY) && !all(k == vec2<u32>(GH_TOMBSTONE_KEY_LO, GH_TOMBSTONE_KEY_HI));
 }
 
-// The slot holding key `k`, or GH_NONE.
-fn find_slot(k: vec2<u32>) -> u32 {
-    for (var j = 0u; j < GH_CUCKOO_CHOICES; j += 1u) {
-        let b = candidate(k, j);
-        for (var t = 0u; t < GH_SLOTS_PER_BUCKET; t += 1u) {
-            let s = b * GH_SLOTS_PER_BUCKET + t;
-            if (all(slot_key(s) == k)) {
-                return s;
-            }
+// ------------------------------------------------------------- spill area
+
+// Index in `occupied` of region r's spill count (keys it has in the overflow).
+fn spill_word(r: u32) -> u32 {
+    return mask_word() + r;
+}
+
+// Key k's home bucket in the overflow (src/core/cuckoo.rs Regions::overflow_home).
+fn overflow_home(k: vec2<u32>, g: Regions) -> u32 {
+    let salt = vec2<u32>(GH_TL_OVERFLOW_SALT_LO, GH_TL_OVERFLOW_SALT_HI);
+    return g.count * g.buckets + reduce_range(mix64(k, seed() ^ salt), g.overflow);
+}
+
+// The bucket after `b` in an overflow chain (wrapping within the overflow).
+fn overflow_next(b: u32, g: Regions) -> u32 {
+    let first = g.count * g.buckets;
+    return select(b + 1u, first, b + 1u == first + g.overflow);
+}
+
+// The slot of key `k` in its spill area (the stash, or its overflow chain
+// up to the first bucket with an EMPTY slot), or GH_NONE. Spill slots
+// change in phase 2 and erase only, so plain word reads see whole keys.
+fn spill_find(k: vec2<u32>) -> u32 {
+    if (GH_TWO_LEVEL) {
+        if (atomicLoad(&occupied[spill_word(region_of(k))]) == 0u) {
+            return GH_NONE;
         }
+        let g = regions();
+        var b = overflow_home(k, g);
+        for (var i = 0u; i < min(g.overflow, GH_TL_OVERFLOW_PROBE); i += 1u) {
+            var open = false;
+            for (var t = 0u; t < GH_SLOTS_PER_BUCKET; t += 1u) {
+                let z = slot_key(b * GH_SLOTS_PER_BUCKET + t);
+                if (all(z == k)) {
+                    return b * GH_SLOTS_PER_BUCKET + t;
+                }
+                open = open || all(z == EMPTY_KEY);
+            }
+            if (open) {
+                return GH_NONE;
+            }
+            b = overflow_next(b, g);
+        }
+        return GH_NONE;
     }
     let mask = atomicLoad(&occupied[mask_word()]);
     if (mask != 0u) {
@@ -136,15 +242,24 @@ fn find_slot(k: vec2<u32>) -> u32 {
     return GH_NONE;
 }
 
-// Key k's value as (hit, value lo, value hi), as find_slot finds it, its
-// candidate buckets read a bucket at a time and the stash a slot at a time
-// through the lines (lines.wgsl; an EMPTY slot ends nothing here).
-fn lookup(k: vec2<u32>) -> vec3<u32> {
-    for (var j = 0u; j < GH_CUCKOO_CHOICES; j += 1u) {
-        let d = bucket_lookup(candidate(k, j), k, false);
-        if (d.y != 0u) {
-            return d.yzw;
+// spill_find's answer as lookup gives it (hit, value lo, value hi), read
+// through the lines.
+fn spill_lookup(k: vec2<u32>) -> vec3<u32> {
+    if (GH_TWO_LEVEL) {
+        if (atomicLoad(&occupied[spill_word(region_of(k))]) == 0u) {
+            return vec3<u32>(0u, 0u, 0u);
         }
+        let g = regions();
+        var b = overflow_home(k, g);
+        for (var i = 0u; i < min(g.overflow, GH_TL_OVERFLOW_PROBE); i += 1u) {
+            // Slots fill in chain order, so the first EMPTY one ends the chain.
+            let d = bucket_lookup(b, k, true);
+            if (d.x != 0u) {
+                return d.yzw;
+            }
+            b = overflow_next(b, g);
+        }
+        return vec3<u32>(0u, 0u, 0u);
     }
     let mask = atomicLoad(&occupied[mask_word()]);
     if (mask != 0u) {
@@ -159,25 +274,98 @@ fn lookup(k: vec2<u32>) -> vec3<u32> {
     return vec3<u32>(0u, 0u, 0u);
 }
 
+// Stores key `k` (absent, held by no other invocation) with value `v` in a
+// free slot of its spill area: a stash slot claimed by its mask bit, or
+// the first EMPTY or TOMBSTONE slot of its overflow chain claimed by its
+// occupancy bit (which only puts set and erases clear there), counted in
+// its region's spill count. The slot, or GH_NONE if there is none.
+fn spill_put(k: vec2<u32>, v: vec2<u32>) -> u32 {
+    if (GH_TWO_LEVEL) {
+        let g = regions();
+        var b = overflow_home(k, g);
+        for (var i = 0u; i < min(g.overflow, GH_TL_OVERFLOW_PROBE); i += 1u) {
+            for (var t = 0u; t < GH_SLOTS_PER_BUCKET; t += 1u) {
+                let s = b * GH_SLOTS_PER_BUCKET + t;
+                if (!is_full(slot_key(s)) && take_slot(s)) {
+                    store_pair(s, k, v);
+                    atomicAdd(&occupied[spill_word(region_of(k))], 1u);
+                    return s;
+                }
+            }
+            b = overflow_next(b, g);
+        }
+        return GH_NONE;
+    }
+    let first = stash_first();
+    let every = select((1u << stash_slots()) - 1u, 0xffffffffu, stash_slots() >= 32u);
+    var mask = atomicLoad(&occupied[mask_word()]);
+    var at = GH_NONE;
+    // Each try that fails sees one more bit set: at most stash_slots() tries.
+    loop {
+        let free = ~mask & every;
+        if (free == 0u) {
+            break;
+        }
+        let bit = 1u << firstTrailingBit(free);
+        mask = atomicOr(&occupied[mask_word()], bit);
+        if ((mask & bit) == 0u) {
+            at = first + firstTrailingBit(bit);
+            fill(at, k, v);
+            break;
+        }
+    }
+    return at;
+}
+
+// ------------------------------------------------------------------ lookups
+
+// The slot holding key `k`, or GH_NONE.
+fn find_slot(k: vec2<u32>) -> u32 {
+    let c = candidates(k);
+    for (var j = 0u; j < GH_CUCKOO_CHOICES; j += 1u) {
+        for (var t = 0u; t < GH_SLOTS_PER_BUCKET; t += 1u) {
+            let s = c[j] * GH_SLOTS_PER_BUCKET + t;
+            if (all(slot_key(s) == k)) {
+                return s;
+            }
+        }
+    }
+    return spill_find(k);
+}
+
+// Key k's value as (hit, value lo, value hi), as find_slot finds it, its
+// candidate buckets read a bucket at a time and the spill area through
+// the lines (lines.wgsl; an EMPTY candidate slot ends nothing here).
+fn lookup(k: vec2<u32>) -> vec3<u32> {
+    let c = candidates(k);
+    for (var j = 0u; j < GH_CUCKOO_CHOICES; j += 1u) {
+        let d = bucket_lookup(c[j], k, false);
+        if (d.y != 0u) {
+            return d.yzw;
+        }
+    }
+    return spill_lookup(k);
+}
+
 // 8-byte slots, phase 1: the key is looked up first (it may sit behind an
-// EMPTY slot freed by an erase, or in the stash), then claimed in candidate
-// order with one compare-exchange on its key word, where two invocations
-// with one key meet: slots only fill while it runs, so a copy that passes
-// a slot saw it hold another key or its own. GH_DEFERRED if every
-// candidate slot holds another key: every copy of the key then sees the
-// same, and phase 2 places one of them. No occupancy bit is set: only
-// claim_free reads them, and these tables never run it.
+// EMPTY slot freed by an erase, or in the spill area), then claimed in
+// candidate order with one compare-exchange on its key word, where two
+// invocations with one key meet: slots only fill while it runs, so a copy
+// that passes a slot saw it hold another key or its own. GH_DEFERRED if
+// every candidate slot holds another key: every copy of the key then sees
+// the same, and phase 2 places one of them. No occupancy bit is set: only
+// claim_free reads them in candidate buckets, and these tables never run it.
 fn claim_direct(k: u32) -> u32 {
     let found = find_slot(vec2<u32>(k, 0u));
     if (found != GH_NONE) {
         return found;
     }
+    let c = candidates(vec2<u32>(k, 0u));
     for (var j = 0u; j < GH_CUCKOO_CHOICES; j += 1u) {
-        let b = candidate(vec2<u32>(k, 0u), j);
         for (var t = 0u; t < GH_SLOTS_PER_BUCKET; t += 1u) {
-            let c = claim_key_word(b * GH_SLOTS_PER_BUCKET + t, k);
-            if (c != GH_NONE) {
-                return c;
+            let claimed = claim_key_word(c[j] * GH_SLOTS_PER_BUCKET + t, k);
+            if (claimed != GH_NONE) {
+                return claimed;
             }
         }
     }
@@ -188,10 +376,10 @@ fn claim_direct(k: u32) -> u32 {
 // free slot of its candidate buckets (taken by its occupancy bit), with
 // value `v`. GH_NONE if every candidate slot is taken: phase 2 follows.
 fn claim_free(k: vec2<u32>, v: vec2<u32>) -> u32 {
+    let c = candidates(k);
     for (var j = 0u; j < GH_CUCKOO_CHOICES; j += 1u) {
-        let b = candidate(k, j);
         for (var t = 0u; t < GH_SLOTS_PER_BUCKET; t += 1u) {
-            let s = b * GH_SLOTS_PER_BUCKET + t;
+            let s = c[j] * GH_SLOTS_PER_BUCKET + t;
             if (take_slot(s)) {
                 store_pair(s, k, v);
                 return s;
@@ -205,8 +393,19 @@ fn claim_free(k: vec2<u32>, v: vec2<u32>) -> u32 {
 
 // Empties slot `s`, found holding key `k`; true for the one invocation
 // that did. The compare-exchange is on a key word where `k` differs from
-// the EMPTY key (there is one: that key is never stored in a slot).
+// the EMPTY key (there is one: that key is never stored in a slot). An
+// overflow slot becomes a TOMBSTONE instead, which keeps the chains
+// through it readable, and its region's spill count drops.
 fn free_slot(s: u32, k: vec2<u32>) -> bool {
+    let first = stash_first();
+    if (GH_TWO_LEVEL && s >= first) {
+        if (!bury(s, k)) {
+            return false;
+        }
+        atomicAnd(&occupied[s >> 5u], ~(1u << (s & 31u)));
+        atomicSub(&occupied[spill_word(region_of(k))], 1u);
+        return true;
+    }
     let w = s * GH_SLOT_WORDS;
     let empty = vec4<u32>(GH_EMPTY_WORD_0, GH_EMPTY_WORD_1, GH_EMPTY_WORD_2, GH_EMPTY_WORD_3);
     let j = select(0u, 1u, GH_FIELD_WORDS == 2u && k.x == GH_EMPTY_WORD_0);
@@ -227,7 +426,6 @@ fn free_slot(s: u32, k: vec2<u32>) -> bool {
         }
     }
     atomicAnd(&occupied[s >> 5u], ~(1u << (s & 31u)));
-    let first = stash_first();
     if (s >= first) {
         atomicAnd(&occupied[mask_word()], ~(1u << (s - first)));
     }
@@ -405,13 +603,14 @@ fn walk(k: vec2<u32>, xc: array<u32, 3>, limit: u32) -> Path {
 // reads or writes slots meanwhile; its reads see every earlier key's
 // moves): an EMPTY
 // candidate slot, else an eviction path of at most `limit` moves, else a
-// stash slot. Returns the slot, or GH_NONE (the table is unchanged).
+// spill slot. Returns the slot, or GH_NONE (the table is unchanged).
 fn place(k: vec2<u32>, v: vec2<u32>) -> u32 {
     var xc: array<u32, 3>;
     var at: u32;
     at = GH_NONE;
+    let c = candidates(k);
     for (var j = 0u; j < GH_CUCKOO_CHOICES; j += 1u) {
-        xc[j] = candidate(k, j);
+        xc[j] = c[j];
     }
     for (var j = 0u; j < GH_CUCKOO_CHOICES && at == GH_NONE; j += 1u) {
         let e = first_empty(xc[j]);
@@ -438,13 +637,8 @@ fn place(k: vec2<u32>, v: vec2<u32>) -> u32 {
             store_pair(at, k, v);
         }
     }
-    let first = stash_first();
-    for (var i = 0u; i < stash_slots() && at == GH_NONE; i += 1u) {
-        if (all(slot_key(first + i) == EMPTY_KEY)) {
-            at = first + i;
-            fill(at, k, v);
-            atomicOr(&occupied[mask_word()], 1u << i);
-        }
+    if (at == GH_NONE) {
+        at = spill_put(k, v);
     }
     return at;
 }
@@ -484,8 +678,9 @@ fn unlock(b: u32) {
 
 // Which candidate of key `z` bucket `c` is.
 fn choice_of(z: vec2<u32>, c: u32) -> u32 {
+    let zc = candidates(z);
     for (var j = 0u; j < GH_CUCKOO_CHOICES; j += 1u) {
-        if (candidate(z, j) == c) {
+        if (zc[j] == c) {
             return j;
         }
     }
@@ -537,8 +732,9 @@ fn plan_paths(@builtin(global_invocation_id) gid: vec3<u32>) {
         let i = atomicLoad(&scratch[PENDING_LIST + params.base + e]);
         let k = item_key(i);
         var xc: array<u32, 3>;
+        let c = candidates(k);
         for (var j = 0u; j < GH_CUCKOO_CHOICES; j += 1u) {
-            xc[j] = candidate(k, j);
+            xc[j] = c[j];
         }
         let p = walk(k, xc, min(params.limit, GH_CUCKOO_PARALLEL_MOVES));
         if (p.empty == GH_NONE) {
@@ -638,36 +834,22 @@ fn retry_no_path(@builtin(global_invocation_id) gid: vec3<u32>) {
 }
 
 // After every window's rounds: each representative marked GH_REP_NO_PATH
-// takes a free stash slot (claimed by its mask bit), as the serial phase
-// would after the same walk; the rest stay refused. counters[0] += keys
-// placed.
+// takes a free spill slot (spill_put: the stash, or its overflow chain),
+// as the serial phase would after the same walk; the rest stay refused.
+// counters[0] += keys placed.
 @compute @workgroup_size(256)
 fn stash_no_path(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
     var placed = 0u;
     let total = rounds();
-    let first = stash_first();
-    let every = select((1u << stash_slots()) - 1u, 0xffffffffu, stash_slots() >= 32u);
     for (var r = 0u; r < total; r += 1u) {
         let i = gid.x + r * params.stride;
         if (i >= params.n || out[i] != GH_REP_NO_PATH) {
             continue;
         }
-        var mask = atomicLoad(&occupied[mask_word()]);
-        // Each try that fails sees one more bit set: at most stash_slots() tries.
-        loop {
-            let free = ~mask & every;
-            if (free == 0u) {
-                break;
-            }
-            let bit = 1u << firstTrailingBit(free);
-            mask = atomicOr(&occupied[mask_word()], bit);
-            if ((mask & bit) == 0u) {
-                let s = first + firstTrailingBit(bit);
-                fill(s, item_key(i), item_value(i));
-                out[i] = GH_REP_BIT | GH_REP_NEW | s;
-                placed += 1u;
-                break;
-            }
+        let s = spill_put(item_key(i), item_value(i));
+        if (s != GH_NONE) {
+            out[i] = GH_REP_BIT | GH_REP_NEW | s;
+            placed += 1u;
         }
     }
     add_count(placed, lid);

@@ -1,12 +1,14 @@
-// Scheme::Cuckoo, 16-byte slots, on adapters with 64-bit atomics: phase 1
-// claims a key field whole with one 64-bit compare-exchange, as 8-byte
-// slots do with 32 bits (cuckoo.wgsl, claim_direct), so copies of a key
-// meet at one slot and no representatives are elected but for the keys
-// phase 2 places (dedupe_pending).
+// Scheme::Cuckoo and Scheme::TwoLevel, 16-byte slots, on adapters with
+// 64-bit atomics: phase 1 claims a key field whole with one 64-bit
+// compare-exchange, as 8-byte slots do with 32 bits (cuckoo.wgsl,
+// claim_direct), so copies of a key meet at one slot and no
+// representatives are elected but for the keys phase 2 places
+// (dedupe_pending).
 //
 // Appended to the cuckoo module only where those atomics are enabled
 // (src/backend/wgpu/gpu.rs); the occupancy bits are not read on such a
-// table (only claim_free reads them).
+// table's candidate buckets (only claim_free reads them; the two-level
+// overflow's bits are its puts' and erases').
 
 // The slots as 64-bit fields: slot s's key is field 2s, its value 2s + 1.
 @group(0) @binding(1) var<storage, read_write> slot_fields: array<atomic<u64>>;
@@ -17,18 +19,42 @@ fn field64(v: vec2<u32>) -> u64 {
 
 // The slot holding key field `key` (find_slot's), its key read whole: a
 // claim may be writing a candidate slot meanwhile, and two 32-bit reads
-// could see half of it.
+// could see half of it. (Every read goes through `slot_fields`: an entry
+// point may not also use `slots`, bound to the same buffer.)
 fn find_wide(k: vec2<u32>, key: u64) -> u32 {
+    let c = candidates(k);
     for (var j = 0u; j < GH_CUCKOO_CHOICES; j += 1u) {
-        let b = candidate(k, j);
         for (var t = 0u; t < GH_SLOTS_PER_BUCKET; t += 1u) {
-            let s = b * GH_SLOTS_PER_BUCKET + t;
+            let s = c[j] * GH_SLOTS_PER_BUCKET + t;
             if (atomicLoad(&slot_fields[2u * s]) == key) {
                 return s;
             }
         }
     }
-    // Stash slots change in phase 2 only.
+    // Spill slots change in phase 2 only: spill_find's reads, as fields.
+    if (GH_TWO_LEVEL) {
+        if (atomicLoad(&occupied[spill_word(region_of(k))]) == 0u) {
+            return GH_NONE;
+        }
+        let empty = field64(vec2<u32>(GH_EMPTY_WORD_0, GH_EMPTY_WORD_1));
+        let g = regions();
+        var b = overflow_home(k, g);
+        for (var i = 0u; i < min(g.overflow, GH_TL_OVERFLOW_PROBE); i += 1u) {
+            var open = false;
+            for (var t = 0u; t < GH_SLOTS_PER_BUCKET; t += 1u) {
+                let f = atomicLoad(&slot_fields[2u * (b * GH_SLOTS_PER_BUCKET + t)]);
+                if (f == key) {
+                    return b * GH_SLOTS_PER_BUCKET + t;
+                }
+                open = open || f == empty;
+            }
+            if (open) {
+                return GH_NONE;
+            }
+            b = overflow_next(b, g);
+        }
+        return GH_NONE;
+    }
     let mask = atomicLoad(&occupied[mask_word()]);
     if (mask != 0u) {
         let first = stash_first();
@@ -51,10 +77,10 @@ fn claim_wide(k: vec2<u32>) -> u32 {
         return found;
     }
     let empty = field64(vec2<u32>(GH_EMPTY_WORD_0, GH_EMPTY_WORD_1));
+    let c = candidates(k);
     for (var j = 0u; j < GH_CUCKOO_CHOICES; j += 1u) {
-        let b = candidate(k, j);
         for (var t = 0u; t < GH_SLOTS_PER_BUCKET; t += 1u) {
-            let s = b * GH_SLOTS_PER_BUCKET + t;
+            let s = c[j] * GH_SLOTS_PER_BUCKET + t;
             var cur = atomicLoad(&slot_fields[2u * s]);
             // Retried only while the field stays EMPTY (a weak exchange may fail spuriously).
             loop {

@@ -2,7 +2,8 @@
 //! machine without a GPU). Without an adapter each test prints
 //! `skipped: no wgpu adapter (...)`; set `GPUHASH_REQUIRE_WGPU=1` to make
 //! that a failure instead (CI does). The wgpu backend implements
-//! `Scheme::Linear`, `Scheme::SlabList` and `Scheme::Cuckoo`.
+//! `Scheme::Linear`, `Scheme::SlabList`, `Scheme::Cuckoo` and
+//! `Scheme::TwoLevel`.
 
 use crate::common;
 
@@ -17,6 +18,10 @@ conformance_suite!(wgpu_cuckoo, Device::Wgpu, Scheme::Cuckoo);
 // The same path for cuckoo tables: 16-byte slots' first phase through
 // representatives instead of 64-bit claims.
 conformance_suite!(wgpu_cuckoo_portable, Device::Wgpu, Scheme::Cuckoo, wgpu_portable);
+// Two-level cuckoo (the cuckoo module with regions and an overflow instead
+// of a stash), on both first phases.
+conformance_suite!(wgpu_two_level, Device::Wgpu, Scheme::TwoLevel);
+conformance_suite!(wgpu_two_level_portable, Device::Wgpu, Scheme::TwoLevel, wgpu_portable);
 
 use common::{distinct_keys, usable, Ctx, Target, TestValue};
 use gpuhash::{HashTable, Key};
@@ -81,11 +86,11 @@ fn adapters_by_index() {
     let past = Device::WgpuAdapter(found.len());
     assert!(matches!(past.check_available(), Err(gpuhash::Error::Unavailable { .. })), "{past}");
     assert!(matches!(HashTable::<u32, u32>::new(past, 64), Err(gpuhash::Error::Unavailable { .. })), "{past}");
-    let r = HashTable::<u32, u32>::builder().device(Device::Wgpu).scheme(Scheme::TwoLevel).build::<u32, u32>();
-    assert!(matches!(r, Err(gpuhash::Error::Unsupported(_))), "two-level on wgpu: {r:?}");
+    let r = HashTable::<u32, u32>::builder().device(Device::Wgpu).scheme(Scheme::Hashinator { team: 8 }).build::<u32, u32>();
+    assert!(matches!(r, Err(gpuhash::Error::Unsupported(_))), "Hashinator on wgpu: {r:?}");
 }
 
-/// Schemes the wgpu backend does not implement yet (Robin Hood) are
+/// Schemes the wgpu backend does not implement yet (Robin Hood, Hashinator) are
 /// refused with `Error::Unsupported`, both by `check_scheme` and by the
 /// builder, never a panic; those it implements are accepted.
 #[test]
@@ -98,6 +103,61 @@ fn unported_schemes_are_unsupported() {
     for s in gpuhash::backend::wgpu::SCHEMES {
         assert!(Device::Wgpu.check_scheme(s).is_ok(), "{s} is listed as implemented");
     }
+}
+
+/// Two-level tables on wgpu never rebuild a region: a key its region
+/// cannot place goes to the overflow. Filled in batches of 1% of the slots
+/// until the first refusal, a table holds 0.93 of its slots or more and
+/// keeps some keys in the overflow (a lookup of them reads past the key's
+/// candidates); erasing half the keys (overflow slots become tombstones
+/// and their regions' spill counts drop) and refilling to the same count
+/// lose nothing. Both slot widths and both first phases, checked against
+/// the oracle after every phase.
+#[test]
+fn two_level_overflow_round_trip() {
+    for portable in [false, true] {
+        overflow_body::<u32, u32>(portable);
+        overflow_body::<u64, u64>(portable);
+    }
+}
+
+fn overflow_body<K: Key, V: TestValue>(portable: bool) {
+    let target = if portable { Target::wgpu_portable(Device::Wgpu, Scheme::TwoLevel) } else { Target::new(Device::Wgpu, Scheme::TwoLevel) };
+    let Some(dev) = usable(target) else { return };
+    let mut cx = Ctx::new::<K, V>("two_level_overflow_round_trip", dev);
+    let build = common::builder(dev).capacity(1 << 15).max_load_factor(1.0).growth(false);
+    let mut t = build.build::<K, V>().unwrap_or_else(|e| panic!("{cx}: build failed: {e}"));
+    let slots = t.capacity();
+    let mut o = common::Oracle::new();
+    // Fills in batches of 1% up to `until` keys or the first refusal; the keys held then.
+    let fill = |t: &mut HashTable<K, V>, o: &mut common::Oracle<K, V>, cx: &mut Ctx, until: u64| loop {
+        cx.phase = format!("fill: {} keys in {slots} slots", t.len());
+        let n = (slots / 100).min(until.saturating_sub(t.len())) as usize;
+        if n == 0 {
+            return t.len();
+        }
+        let keys = common::fresh_keys(&mut cx.rng, n, o, &[]);
+        let values = common::any_values::<V>(&mut cx.rng, keys.len());
+        if !common::insert(t, o, common::Op::Assign, &keys, &values, cx).is_empty() {
+            return t.len();
+        }
+    };
+    let held = fill(&mut t, &mut o, &mut cx, slots);
+    println!("two_level_overflow_round_trip {dev} {}->{}: {held} of {slots} slots held before the first refusal", common::short_type::<K>(), common::short_type::<V>());
+    common::check_table(&t, &o, &cx);
+    assert!(held as f64 >= 0.93 * slots as f64, "{cx}: the first key was refused with {held} keys in {slots} slots");
+    // A key in the overflow is one candidate past the key's last.
+    let choices = if HashTable::<K, V>::SLOT_BYTES == 8 { 2 } else { 3 };
+    let stats = t.stats().unwrap_or_else(|e| panic!("{cx}: stats failed: {e}"));
+    assert_eq!(stats.max_probe_buckets, choices + 1, "{cx}: no key in the overflow at {held} keys ({stats:?})");
+    cx.phase = "erase half".into();
+    let mut stored: Vec<K> = o.map.keys().copied().collect();
+    stored.sort_unstable();
+    let half: Vec<K> = stored.iter().copied().step_by(2).collect();
+    common::erase(&mut t, &mut o, &half, &cx);
+    common::check_table(&t, &o, &cx);
+    fill(&mut t, &mut o, &mut cx, held);
+    common::check_table(&t, &o, &cx);
 }
 
 /// Slab lists: chains grown by many invocations at once lose no slab (every

@@ -1,4 +1,6 @@
-//! [`Scheme::Cuckoo`](crate::Scheme::Cuckoo) on wgpu (`kernels/wgsl/cuckoo.wgsl`):
+//! [`Scheme::Cuckoo`](crate::Scheme::Cuckoo) and
+//! [`Scheme::TwoLevel`](crate::Scheme::TwoLevel) on wgpu
+//! (`kernels/wgsl/cuckoo.wgsl`, one module switched by `GH_TWO_LEVEL`):
 //! the constants its module takes from the core, the size of its words
 //! beside the occupancy bits, the dispatches that place the keys a batch's
 //! first phase left without a slot, and where a key sits among its
@@ -6,11 +8,18 @@
 //! field where one atomic holds it (8-byte slots; 16-byte ones with 64-bit
 //! atomics) and defers those whose candidates are all full; only those
 //! elect representatives. 16-byte slots on 32-bit atomics elect them for
-//! every key and claim slots by their occupancy bits. Candidates and stash are the CPU's ([`crate::core::cuckoo`]),
-//! so lookups agree with it; which slot a key takes may differ.
+//! every key and claim slots by their occupancy bits. Candidates, stash,
+//! regions and overflow are the CPU's ([`crate::core::cuckoo`]), so lookups
+//! agree with it; which slot a key takes may differ. Two-level regions are
+//! never rebuilt here (every region keeps seed number 0): a key its region
+//! cannot place goes to the overflow.
 
 use super::gpu::{Bindings, Kernel, Params, Range, Work};
-use crate::core::cuckoo::{candidate, choices, stash_buckets, MAX_EVICTIONS, SALTS, STASH_PAIRS, WALK_SALT, WALK_STEP_MUL};
+use crate::core::cuckoo::{
+    candidate, choices, region_candidate, stash_buckets, Regions, LARGE_REGIONS_FROM, LARGE_REGION_BUCKETS, MAX_EVICTIONS, OVERFLOW_PROBE,
+    OVERFLOW_SALT, OVERFLOW_SHARE, REGION_BUCKETS, REGION_CAND_BITS, REGION_SALT, SALTS, STASH_PAIRS, WALK_SALT, WALK_STEP_MUL,
+};
+use crate::core::hash::mix64;
 use crate::Result;
 
 /// Keys one dispatch of the serial phase places at most: one per
@@ -59,9 +68,10 @@ const ROUNDS_PER_READ: usize = 3;
 const _: () = assert!(STASH_PAIRS <= 32);
 const _: () = assert!(crate::core::layout::BUCKET_BYTES / 8 <= 4 && crate::core::cuckoo::MAX_CHOICES <= 3);
 
-/// The module's constants for slots of `slot_bytes`.
-pub(super) fn wgsl_constants(slot_bytes: usize) -> String {
-    let mut s = String::new();
+/// The module's constants for slots of `slot_bytes`, for the two-level
+/// scheme if `two_level`.
+pub(super) fn wgsl_constants(slot_bytes: usize, two_level: bool) -> String {
+    let mut s = format!("const GH_TWO_LEVEL: bool = {two_level};\n");
     let mut def = |name: &str, x: u64| s += &format!("const {name}: u32 = 0x{:08x}u;\n", x as u32);
     def("GH_CUCKOO_CHOICES", choices(slot_bytes) as u64);
     def("GH_CUCKOO_STASH_PAIRS", STASH_PAIRS);
@@ -78,13 +88,32 @@ pub(super) fn wgsl_constants(slot_bytes: usize) -> String {
     }
     split("GH_CUCKOO_WALK_SALT", WALK_SALT);
     split("GH_CUCKOO_WALK_STEP_MUL", WALK_STEP_MUL);
+    split("GH_TL_REGION_SALT", REGION_SALT);
+    split("GH_TL_OVERFLOW_SALT", OVERFLOW_SALT);
+    for (name, x) in [
+        ("GH_TL_REGION_BUCKETS", REGION_BUCKETS),
+        ("GH_TL_LARGE_REGION_BUCKETS", LARGE_REGION_BUCKETS),
+        ("GH_TL_LARGE_REGIONS_FROM", LARGE_REGIONS_FROM),
+        ("GH_TL_OVERFLOW_SHARE", OVERFLOW_SHARE),
+        ("GH_TL_OVERFLOW_PROBE", OVERFLOW_PROBE),
+        ("GH_TL_CAND_BITS", REGION_CAND_BITS as u64),
+        ("GH_TL_CAND_MASK", (1 << REGION_CAND_BITS) - 1),
+    ] {
+        def(name, x);
+    }
     s
 }
 
+// The shader computes a region's candidates with three fixed 21-bit fields
+// of one 64-bit hash, and its geometry in 32-bit words.
+const _: () = assert!(REGION_CAND_BITS == 21 && LARGE_REGIONS_FROM <= u32::MAX as u64);
+
 /// 32-bit words of the `occupied` buffer: a bit per slot, then a lock bit
-/// per bucket and one for the stash, then the stash mask.
-pub(super) fn occupied_words(slots: u64, buckets: u64) -> u64 {
-    slots.div_ceil(32) + (buckets + 1).div_ceil(32) + 1
+/// per bucket and one for the stash, then the stash mask (cuckoo) or a
+/// spill count per region (two-level: its keys in the overflow).
+pub(super) fn occupied_words(slots: u64, buckets: u64, two_level: bool) -> u64 {
+    let own = if two_level { Regions::of(buckets).count } else { 1 };
+    slots.div_ceil(32) + (buckets + 1).div_ceil(32) + own
 }
 
 /// Work buffers of the second phase.
@@ -171,10 +200,18 @@ pub(super) async fn place_pending(w: &mut Work<'_>, bufs: &Placement<'_>, p: Par
 }
 
 /// Where `key` in `slot` sits: the index of its candidate bucket, or the
-/// number of candidates for a stash slot (as the CPU reports it).
-pub(super) fn displacement(key: u64, slot: u64, buckets: u64, seed: u64, slot_bytes: usize) -> u64 {
+/// number of candidates for a stash or overflow slot (as the CPU reports it).
+pub(super) fn displacement(key: u64, slot: u64, buckets: u64, seed: u64, slot_bytes: usize, two_level: bool) -> u64 {
     let spb = (crate::core::layout::BUCKET_BYTES / slot_bytes) as u64;
-    let main = buckets - stash_buckets(buckets, spb);
     let d = choices(slot_bytes);
-    (0..d).position(|j| candidate(key, seed, j, main) == slot / spb).unwrap_or(d) as u64
+    let b = slot / spb;
+    if two_level {
+        // Seed number 0: regions are never rebuilt on wgpu.
+        let g = Regions::of(buckets);
+        let r = g.region(key, seed);
+        let h = mix64(key, Regions::region_seed(seed, r, 0));
+        return (0..d).position(|j| r * g.buckets + region_candidate(h, j, g.buckets) == b).unwrap_or(d) as u64;
+    }
+    let main = buckets - stash_buckets(buckets, spb);
+    (0..d).position(|j| candidate(key, seed, j, main) == b).unwrap_or(d) as u64
 }

@@ -39,10 +39,11 @@ pub const LINEAR_SOURCE: &str = include_str!("../../../kernels/wgsl/linear.wgsl"
 pub const LINEAR_WIDE_SOURCE: &str = include_str!("../../../kernels/wgsl/linear_wide.wgsl");
 /// The slab-list scheme's chains and second passes (`kernels/wgsl/slab_list.wgsl`).
 pub const SLAB_LIST_SOURCE: &str = include_str!("../../../kernels/wgsl/slab_list.wgsl");
-/// The cuckoo scheme's candidates, stash and placement (`kernels/wgsl/cuckoo.wgsl`).
+/// The cuckoo and two-level schemes' candidates, spill areas (stash,
+/// overflow) and placement (`kernels/wgsl/cuckoo.wgsl`).
 pub const CUCKOO_SOURCE: &str = include_str!("../../../kernels/wgsl/cuckoo.wgsl");
-/// The cuckoo scheme's first phase for 16-byte slots on adapters with
-/// 64-bit atomics (`kernels/wgsl/cuckoo_wide.wgsl`).
+/// The cuckoo and two-level schemes' first phase for 16-byte slots on
+/// adapters with 64-bit atomics (`kernels/wgsl/cuckoo_wide.wgsl`).
 pub const CUCKOO_WIDE_SOURCE: &str = include_str!("../../../kernels/wgsl/cuckoo_wide.wgsl");
 /// Lookups reading whole buckets, for the linear and cuckoo schemes
 /// (`kernels/wgsl/lines.wgsl`).
@@ -67,7 +68,7 @@ pub(crate) const DEFERRED: u32 = u32::MAX - 1;
 /// The schemes this backend implements: each is one WGSL module (its probe
 /// sequence and claims, and any entry points of its own) between the shared
 /// code and the bulk entry points.
-pub const SCHEMES: [Scheme; 3] = [Scheme::Linear, Scheme::SlabList, Scheme::Cuckoo];
+pub const SCHEMES: [Scheme; 4] = [Scheme::Linear, Scheme::SlabList, Scheme::Cuckoo, Scheme::TwoLevel];
 
 /// The scheme's own WGSL (`kernels/wgsl/<scheme>.wgsl`), or `None` for a
 /// scheme this backend does not implement.
@@ -75,7 +76,7 @@ pub fn scheme_source(scheme: Scheme) -> Option<&'static str> {
     match scheme {
         Scheme::Linear => Some(LINEAR_SOURCE),
         Scheme::SlabList => Some(SLAB_LIST_SOURCE),
-        Scheme::Cuckoo => Some(CUCKOO_SOURCE),
+        Scheme::Cuckoo | Scheme::TwoLevel => Some(CUCKOO_SOURCE),
         _ => None,
     }
 }
@@ -142,15 +143,21 @@ impl Variant {
     }
 
     /// Whether tables of `scheme` with `slot_bytes`-byte slots have kernels
-    /// for 64-bit atomics: the linear and cuckoo schemes' 16-byte slots,
-    /// whose keys 32-bit atomics cannot claim whole.
+    /// for 64-bit atomics: the linear and cuckoo schemes' 16-byte slots
+    /// (two-level included), whose keys 32-bit atomics cannot claim whole.
     pub fn atomics64_apply(scheme: Scheme, slot_bytes: usize) -> bool {
-        matches!(scheme, Scheme::Linear | Scheme::Cuckoo) && slot_bytes == 16
+        matches!(scheme, Scheme::Linear | Scheme::Cuckoo | Scheme::TwoLevel) && slot_bytes == 16
     }
 
     /// Whether `scheme`'s lookups read whole buckets (`kernels/wgsl/lines.wgsl`).
     pub fn reads_lines(scheme: Scheme) -> bool {
-        matches!(scheme, Scheme::Linear | Scheme::Cuckoo)
+        matches!(scheme, Scheme::Linear | Scheme::Cuckoo | Scheme::TwoLevel)
+    }
+
+    /// Whether `scheme` runs the cuckoo module (`kernels/wgsl/cuckoo.wgsl`):
+    /// candidate buckets, a spill area and a second phase of eviction paths.
+    pub fn cuckoo(scheme: Scheme) -> bool {
+        matches!(scheme, Scheme::Cuckoo | Scheme::TwoLevel)
     }
 
     fn index(self) -> usize {
@@ -187,8 +194,8 @@ pub fn shader_source(v: Variant) -> String {
     def("GH_REP_REFUSED", (1 << 31) | ((1 << 30) - 2));
     def("GH_REP_NO_PATH", (1 << 31) | ((1 << 30) - 3));
     def("GH_DEFERRED", DEFERRED as u64);
-    // The cuckoo scheme defers keys with every candidate full to its phase 2.
-    let defers = !slab_list::later_passes(v.scheme, Kernel::InsertDirect).is_empty() || v.scheme == Scheme::Cuckoo;
+    // The cuckoo schemes defer keys with every candidate full to their phase 2.
+    let defers = !slab_list::later_passes(v.scheme, Kernel::InsertDirect).is_empty() || Variant::cuckoo(v.scheme);
     def("GH_DEFERS", defers as u64);
     def("GH_SLABS_PER_HEAD", SLABS_PER_HEAD);
     def("GH_MODE_ASSIGN", MODE_ASSIGN as u64);
@@ -207,13 +214,13 @@ pub fn shader_source(v: Variant) -> String {
     ] {
         def(&format!("GH_KIND_{name}"), kind.code() as u64);
     }
-    if v.scheme == Scheme::Cuckoo {
-        c += &super::cuckoo::wgsl_constants(v.slot_bytes);
+    if Variant::cuckoo(v.scheme) {
+        c += &super::cuckoo::wgsl_constants(v.slot_bytes, v.scheme == Scheme::TwoLevel);
     }
     let scheme = scheme_source(v.scheme).expect("a variant's scheme is one of SCHEMES");
     let wide = match v.scheme {
         _ if !v.atomics64 => "",
-        Scheme::Cuckoo => CUCKOO_WIDE_SOURCE,
+        Scheme::Cuckoo | Scheme::TwoLevel => CUCKOO_WIDE_SOURCE,
         _ => LINEAR_WIDE_SOURCE,
     };
     // Naga takes the subgroup builtins with the device feature alone (it
@@ -252,7 +259,7 @@ pub(crate) enum Kernel {
     ClaimRepsRetry,
     ClaimRepsCarry,
     ClaimRepsDeferred,
-    // Scheme::Cuckoo's own.
+    // The cuckoo module's own (Scheme::Cuckoo, Scheme::TwoLevel).
     DedupePending,
     CollectPending,
     PlanPaths,
@@ -286,8 +293,8 @@ impl Kernel {
         match v.scheme {
             Scheme::Linear if v.atomics64 => &LINEAR_WIDE,
             Scheme::SlabList => &slab_list::KERNELS,
-            Scheme::Cuckoo if v.atomics64 => &Kernel::CUCKOO_WIDE,
-            Scheme::Cuckoo => &Kernel::CUCKOO,
+            Scheme::Cuckoo | Scheme::TwoLevel if v.atomics64 => &Kernel::CUCKOO_WIDE,
+            Scheme::Cuckoo | Scheme::TwoLevel => &Kernel::CUCKOO,
             _ => &Kernel::BULK,
         }
     }

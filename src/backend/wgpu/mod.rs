@@ -4,10 +4,11 @@
 //! WebGPU) and on CPU implementations such as Mesa's lavapipe.
 //!
 //! Same slot layout, hash and probe order as the CPU backend, so the CPU
-//! backend is its oracle. [`Scheme::Linear`], [`Scheme::SlabList`] and
-//! [`Scheme::Cuckoo`] (the CPU's candidate buckets and stash; see
-//! `cuckoo.rs`) are implemented ([`SCHEMES`]); [`Device::check_scheme`]
-//! reports the others as [`Error::Unsupported`].
+//! backend is its oracle. [`Scheme::Linear`], [`Scheme::SlabList`],
+//! [`Scheme::Cuckoo`] and [`Scheme::TwoLevel`] (the CPU's candidate
+//! buckets, stash, regions and overflow; see `cuckoo.rs`) are implemented
+//! ([`SCHEMES`]); [`Device::check_scheme`] reports the others as
+//! [`Error::Unsupported`].
 //!
 //! **One submission per call.** A bulk call uploads its keys (or takes the
 //! caller's GPU buffers: [`WgpuTable::find_buffers`] and the like), records
@@ -28,10 +29,10 @@
 //!   place absent ones through a one-bit-per-slot occupancy bitmap, never
 //!   reading key words another invocation may be writing; then every item
 //!   folds its value into its representative's slot.
-//! * Cuckoo tables claim directly where the slot width allows (8-byte
-//!   slots, or 64-bit atomics) and elect representatives only among the
-//!   keys that found every candidate full, which their second phase
-//!   places one invocation per key (`cuckoo.rs`).
+//! * Cuckoo and two-level tables claim directly where the slot width
+//!   allows (8-byte slots, or 64-bit atomics) and elect representatives
+//!   only among the keys that found every candidate full, which their
+//!   second phase places one invocation per key (`cuckoo.rs`).
 //!
 //! **64-bit atomics where offered.** On an adapter with 64-bit integers and
 //! atomics (Vulkan and DX12 on most GPUs; never a browser) a linear table's
@@ -240,12 +241,12 @@ impl Slots {
             return Err(Error::OutOfMemory { bytes, device: gpu.name() });
         }
         let occupied_words = match variant.scheme {
-            Scheme::Cuckoo => {
+            Scheme::Cuckoo | Scheme::TwoLevel => {
                 // Representatives record a slot in GH_REP_SLOT's 30 bits.
                 if config.slots >= REP_SLOTS {
                     return Err(Error::OutOfMemory { bytes, device: gpu.name() });
                 }
-                cuckoo::occupied_words(config.slots, buckets)
+                cuckoo::occupied_words(config.slots, buckets, variant.scheme == Scheme::TwoLevel)
             }
             _ => config.slots.div_ceil(32),
         };
@@ -273,7 +274,7 @@ impl Slots {
 
     /// Whether inserts need the de-duplication table.
     fn dedupes(&self) -> bool {
-        !self.direct() || self.variant.scheme == Scheme::Cuckoo
+        !self.direct() || Variant::cuckoo(self.variant.scheme)
     }
 
     /// 32-bit words of a key or value field: 1 for 8-byte slots, else 2.
@@ -415,7 +416,7 @@ impl Slots {
             None
         };
         let placement = match v.scheme {
-            Scheme::Cuckoo => Some((
+            Scheme::Cuckoo | Scheme::TwoLevel => Some((
                 self.cached(Role::Paths, cuckoo::path_bytes(per_chunk)).await?,
                 self.cached(Role::Staging, 4).await?,
             )),
@@ -480,7 +481,7 @@ impl Slots {
     async fn record_erase(&self, w: &mut Work<'_>, keys: &wgpu::Buffer, n: usize, counters: &wgpu::Buffer) -> Result<()> {
         let v = self.variant;
         let per_chunk = self.chunk(n);
-        let located = v.slot_bytes != 8 || v.scheme == Scheme::Cuckoo;
+        let located = v.slot_bytes != 8 || Variant::cuckoo(v.scheme);
         let out = if located { Some(self.cached(Role::Out, per_chunk as u64 * 4).await?) } else { None };
         w.clear_range(counters, COUNTER_BYTES);
         for (first, len) in self.chunks(n) {
@@ -496,7 +497,7 @@ impl Slots {
                 // Every slot is located before any is buried: a reader
                 // never meets a two-word key half turned into a tombstone.
                 w.dispatch(Kernel::EraseLocate, self.params(len), &b).await?;
-                let free = if v.scheme == Scheme::Cuckoo { Kernel::EraseFree } else { Kernel::EraseBury };
+                let free = if Variant::cuckoo(v.scheme) { Kernel::EraseFree } else { Kernel::EraseBury };
                 w.dispatch(free, self.params(len), &b).await?;
             }
         }
@@ -563,7 +564,7 @@ impl Slots {
         if self.dedupes() {
             self.cached(Role::Dedupe, dedupe_entries(c as usize) as u64 * 4).await?;
         }
-        if self.variant.scheme == Scheme::Cuckoo {
+        if Variant::cuckoo(self.variant.scheme) {
             self.cached(Role::Paths, cuckoo::path_bytes(c as usize)).await?;
         }
         Ok(())
@@ -1209,7 +1210,9 @@ impl<K: Key, V: Value> WgpuTable<K, V> {
         let p = self.slots.probe;
         Ok(self.slots.pairs().await?.into_iter().fold((0, 0), |(sum, max), (s, k, _)| {
             let d = match self.config.scheme {
-                Scheme::Cuckoo => cuckoo::displacement(k, s, p.buckets, p.seed, bytes),
+                Scheme::Cuckoo | Scheme::TwoLevel => {
+                    cuckoo::displacement(k, s, p.buckets, p.seed, bytes, self.config.scheme == Scheme::TwoLevel)
+                }
                 _ => p.displacement(k, s / spb),
             };
             (sum + d, max.max(d))
