@@ -152,33 +152,43 @@ fn region_of(k: vec2<u32>) -> u32 {
     return reduce_range(mix64(k, seed()), regions().count);
 }
 
-// Every candidate bucket of key `k` (the first GH_CUCKOO_CHOICES count).
-// Two-level (src/core/cuckoo.rs region_candidate): the key's hash under
-// its region's seed (seed number 0: Regions::region_seed) gives all of
-// them, 21 bits each scaled to the region's buckets (at most 2^11, so the
-// product fits 32 bits).
-fn candidates(k: vec2<u32>) -> vec3<u32> {
+// What a key's candidates are computed from, once per key: two-level, the
+// first bucket of its region and its hash under the region's seed (seed
+// number 0: src/core/cuckoo.rs Regions::region_seed), which gives every
+// candidate; cuckoo, the key itself (each candidate its own hash, computed
+// only when a probe gets that far).
+struct Basis {
+    key: vec2<u32>,
+    first: u32,
+    hash: vec2<u32>,
+}
+
+fn basis(k: vec2<u32>) -> Basis {
     if (GH_TWO_LEVEL) {
         let g = regions();
         let r = reduce_range(mix64(k, seed()), g.count);
         let region_seed = mix64(vec2<u32>(r, 0u), seed() ^ vec2<u32>(GH_TL_REGION_SALT_LO, GH_TL_REGION_SALT_HI));
-        let h = mix64(k, region_seed);
-        let bits = vec3<u32>(h.x, (h.x >> 21u) | (h.y << 11u), h.y >> 10u) & vec3<u32>(GH_TL_CAND_MASK);
-        return vec3<u32>(r * g.buckets) + ((bits * g.buckets) >> vec3<u32>(GH_TL_CAND_BITS));
+        return Basis(k, r * g.buckets, mix64(k, region_seed));
     }
-    var c = vec3<u32>(0u, 0u, 0u);
-    for (var j = 0u; j < GH_CUCKOO_CHOICES; j += 1u) {
-        c[j] = reduce_range(mix64(k, seed() ^ salt(j)), main_buckets());
-    }
-    return c;
+    return Basis(k, 0u, vec2<u32>(0u, 0u));
 }
 
-// Candidate bucket `j` of key `k` (src/core/cuckoo.rs candidate).
-fn candidate(k: vec2<u32>, j: u32) -> u32 {
+// Candidate bucket `j` of the key of `b` (src/core/cuckoo.rs candidate;
+// two-level: region_candidate, bits 21 j .. 21 j + 20 of the hash scaled
+// to the region's buckets, at most 2^11, so the product fits 32 bits).
+fn cand(b: Basis, j: u32) -> u32 {
     if (GH_TWO_LEVEL) {
-        return candidates(k)[j];
+        let h = b.hash;
+        let fields = vec3<u32>(h.x, (h.x >> 21u) | (h.y << 11u), h.y >> 10u);
+        let n = regions().buckets;
+        return b.first + (((fields[j] & GH_TL_CAND_MASK) * n) >> GH_TL_CAND_BITS);
     }
-    return reduce_range(mix64(k, seed() ^ salt(j)), main_buckets());
+    return reduce_range(mix64(b.key, seed() ^ salt(j)), main_buckets());
+}
+
+// Candidate bucket `j` of key `k`.
+fn candidate(k: vec2<u32>, j: u32) -> u32 {
+    return cand(basis(k), j);
 }
 
 fn is_full(k: vec2<u32>) -> bool {
@@ -321,10 +331,10 @@ fn spill_put(k: vec2<u32>, v: vec2<u32>) -> u32 {
 
 // The slot holding key `k`, or GH_NONE.
 fn find_slot(k: vec2<u32>) -> u32 {
-    let c = candidates(k);
+    let c = basis(k);
     for (var j = 0u; j < GH_CUCKOO_CHOICES; j += 1u) {
         for (var t = 0u; t < GH_SLOTS_PER_BUCKET; t += 1u) {
-            let s = c[j] * GH_SLOTS_PER_BUCKET + t;
+            let s = cand(c, j) * GH_SLOTS_PER_BUCKET + t;
             if (all(slot_key(s) == k)) {
                 return s;
             }
@@ -337,9 +347,9 @@ fn find_slot(k: vec2<u32>) -> u32 {
 // candidate buckets read a bucket at a time and the spill area through
 // the lines (lines.wgsl; an EMPTY candidate slot ends nothing here).
 fn lookup(k: vec2<u32>) -> vec3<u32> {
-    let c = candidates(k);
+    let c = basis(k);
     for (var j = 0u; j < GH_CUCKOO_CHOICES; j += 1u) {
-        let d = bucket_lookup(c[j], k, false);
+        let d = bucket_lookup(cand(c, j), k, false);
         if (d.y != 0u) {
             return d.yzw;
         }
@@ -360,10 +370,10 @@ fn claim_direct(k: u32) -> u32 {
     if (found != GH_NONE) {
         return found;
     }
-    let c = candidates(vec2<u32>(k, 0u));
+    let c = basis(vec2<u32>(k, 0u));
     for (var j = 0u; j < GH_CUCKOO_CHOICES; j += 1u) {
         for (var t = 0u; t < GH_SLOTS_PER_BUCKET; t += 1u) {
-            let claimed = claim_key_word(c[j] * GH_SLOTS_PER_BUCKET + t, k);
+            let claimed = claim_key_word(cand(c, j) * GH_SLOTS_PER_BUCKET + t, k);
             if (claimed != GH_NONE) {
                 return claimed;
             }
@@ -376,10 +386,10 @@ fn claim_direct(k: u32) -> u32 {
 // free slot of its candidate buckets (taken by its occupancy bit), with
 // value `v`. GH_NONE if every candidate slot is taken: phase 2 follows.
 fn claim_free(k: vec2<u32>, v: vec2<u32>) -> u32 {
-    let c = candidates(k);
+    let c = basis(k);
     for (var j = 0u; j < GH_CUCKOO_CHOICES; j += 1u) {
         for (var t = 0u; t < GH_SLOTS_PER_BUCKET; t += 1u) {
-            let s = c[j] * GH_SLOTS_PER_BUCKET + t;
+            let s = cand(c, j) * GH_SLOTS_PER_BUCKET + t;
             if (take_slot(s)) {
                 store_pair(s, k, v);
                 return s;
@@ -608,9 +618,9 @@ fn place(k: vec2<u32>, v: vec2<u32>) -> u32 {
     var xc: array<u32, 3>;
     var at: u32;
     at = GH_NONE;
-    let c = candidates(k);
+    let c = basis(k);
     for (var j = 0u; j < GH_CUCKOO_CHOICES; j += 1u) {
-        xc[j] = c[j];
+        xc[j] = cand(c, j);
     }
     for (var j = 0u; j < GH_CUCKOO_CHOICES && at == GH_NONE; j += 1u) {
         let e = first_empty(xc[j]);
@@ -678,9 +688,9 @@ fn unlock(b: u32) {
 
 // Which candidate of key `z` bucket `c` is.
 fn choice_of(z: vec2<u32>, c: u32) -> u32 {
-    let zc = candidates(z);
+    let zc = basis(z);
     for (var j = 0u; j < GH_CUCKOO_CHOICES; j += 1u) {
-        if (zc[j] == c) {
+        if (cand(zc, j) == c) {
             return j;
         }
     }
@@ -732,9 +742,9 @@ fn plan_paths(@builtin(global_invocation_id) gid: vec3<u32>) {
         let i = atomicLoad(&scratch[PENDING_LIST + params.base + e]);
         let k = item_key(i);
         var xc: array<u32, 3>;
-        let c = candidates(k);
+        let c = basis(k);
         for (var j = 0u; j < GH_CUCKOO_CHOICES; j += 1u) {
-            xc[j] = c[j];
+            xc[j] = cand(c, j);
         }
         let p = walk(k, xc, min(params.limit, GH_CUCKOO_PARALLEL_MOVES));
         if (p.empty == GH_NONE) {

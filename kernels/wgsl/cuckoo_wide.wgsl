@@ -22,10 +22,10 @@ fn field64(v: vec2<u32>) -> u64 {
 // could see half of it. (Every read goes through `slot_fields`: an entry
 // point may not also use `slots`, bound to the same buffer.)
 fn find_wide(k: vec2<u32>, key: u64) -> u32 {
-    let c = candidates(k);
+    let c = basis(k);
     for (var j = 0u; j < GH_CUCKOO_CHOICES; j += 1u) {
         for (var t = 0u; t < GH_SLOTS_PER_BUCKET; t += 1u) {
-            let s = c[j] * GH_SLOTS_PER_BUCKET + t;
+            let s = cand(c, j) * GH_SLOTS_PER_BUCKET + t;
             if (atomicLoad(&slot_fields[2u * s]) == key) {
                 return s;
             }
@@ -77,10 +77,10 @@ fn claim_wide(k: vec2<u32>) -> u32 {
         return found;
     }
     let empty = field64(vec2<u32>(GH_EMPTY_WORD_0, GH_EMPTY_WORD_1));
-    let c = candidates(k);
+    let c = basis(k);
     for (var j = 0u; j < GH_CUCKOO_CHOICES; j += 1u) {
         for (var t = 0u; t < GH_SLOTS_PER_BUCKET; t += 1u) {
-            let s = c[j] * GH_SLOTS_PER_BUCKET + t;
+            let s = cand(c, j) * GH_SLOTS_PER_BUCKET + t;
             var cur = atomicLoad(&slot_fields[2u * s]);
             // Retried only while the field stays EMPTY (a weak exchange may fail spuriously).
             loop {
