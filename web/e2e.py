@@ -118,6 +118,17 @@ def main():
         print(f"e2e: WebGPU adapter: {json.dumps(gpu.get('adapter'))}")
         print(f"e2e: gpuhash on WebGPU: skipped: {gpu['skipped']}")
 
+    # The WebGPU table of another scheme: two-level cuckoo (HH Hash's layout,
+    # on the portable kernels a browser runs), one size, against the oracle.
+    if gpu.get("ran"):
+        size = sizes[min(1, len(sizes) - 1)]
+        tl = load(f"?post=1&scheme=two-level&sizes={size}&ops={size}&batch={args.batch}", args.timeout)
+        check(tl.get("status") == "ok", f"two-level on WebGPU: the page reports {tl.get('status')}: {tl.get('message')}")
+        row = tl["rows"][0]
+        check(tl["webgpu"].get("scheme") == "two-level", f"the WebGPU table ran {tl['webgpu'].get('scheme')}, not two-level")
+        check(row.get("webgpu_oracle") == "agree", f"two-level on WebGPU at {size} keys: {row.get('webgpu_mismatches')} mismatches")
+        print(f"e2e: {size:>8} keys: two-level on WebGPU {row['webgpu_mops']:7.3f} Mops/s; oracle agrees")
+
     # The oracle check must bite: one corrupted lookup fails the page.
     bad_run = load(f"?post=1&inject=1&sizes={sizes[0]}&ops=1000&batch=1000", args.timeout)
     check(bad_run.get("status") == "mismatch" and bad_run["rows"][0]["mismatches"] >= 1,

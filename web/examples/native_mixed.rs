@@ -129,7 +129,7 @@ fn run_cpu(w: &Workload) -> Result<(f64, Seen), gpuhash::Error> {
 
 fn run_gpu_core(w: &Workload) -> Result<(f64, Seen), String> {
     pollster::block_on(async {
-        let mut t = GpuCore::create(w.n as f64).await?;
+        let mut t = GpuCore::create(w.n as f64, None).await?;
         t.insert(&w.prefill, &w.prefill_values).await?;
         let mut seen = Vec::with_capacity(w.rounds.len());
         let t0 = Instant::now();
@@ -157,7 +157,7 @@ fn main() {
     let batch: u64 = arg(&args, "--batch").map_or(1 << 20, |s| s.parse().expect("--batch: a number"));
     let min_ops: u64 = arg(&args, "--ops").map_or(1 << 20, |s| s.parse().expect("--ops: a number"));
     let one_thread = rayon::ThreadPoolBuilder::new().num_threads(1).build().expect("a one-thread pool");
-    let adapter = pollster::block_on(GpuCore::create(1.0)).map(|t| t.adapter());
+    let adapter = pollster::block_on(GpuCore::create(1.0, None)).map(|t| t.adapter());
     println!("wgpu adapter: {}", adapter.as_ref().map_or_else(|e| format!("none ({e})"), |a| a.clone()));
     println!(
         "{:>9} {:>9} {:>9}  {:>14} {:>14} {:>14} {:>14}   (million operations per second)",

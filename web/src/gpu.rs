@@ -19,8 +19,8 @@ use crate::{js, key_count};
 
 /// Bytes of a `u32 -> u32` slot.
 const SLOT_BYTES: usize = 8;
-/// The only scheme the wgpu backend implements so far.
-const SCHEME: Scheme = Scheme::Linear;
+/// The scheme of a table created without one.
+const DEFAULT_SCHEME: Scheme = Scheme::Linear;
 /// Grow-and-retry rounds for keys refused at the probe limit; each at least
 /// doubles the table, so a handful always make room.
 const RETRIES: usize = 16;
@@ -29,6 +29,7 @@ const RETRIES: usize = 16;
 /// wgpu adapter).
 pub struct GpuCore {
     table: WgpuTable<u32, u32>,
+    scheme: Scheme,
 }
 
 fn text(e: gpuhash::Error) -> String {
@@ -37,15 +38,21 @@ fn text(e: gpuhash::Error) -> String {
 
 impl GpuCore {
     /// A table sized for `keys` keys on the default wgpu adapter (in a
-    /// browser: `navigator.gpu`'s).
-    pub async fn create(keys: f64) -> Result<GpuCore, String> {
+    /// browser: `navigator.gpu`'s), of `scheme` (a name as the command line
+    /// takes it: "linear", the default, "cuckoo", "two-level" or
+    /// "slab-list"; another is refused with the reason).
+    pub async fn create(keys: f64, scheme: Option<&str>) -> Result<GpuCore, String> {
         let keys = key_count(keys)?;
-        let slots = Self::round(slots_for_keys(keys, DEFAULT_MAX_LOAD))?;
+        let scheme = match scheme {
+            None => DEFAULT_SCHEME,
+            Some(name) => name.parse::<Scheme>().map_err(|e| format!("scheme \"{name}\": {e}"))?,
+        };
+        let slots = Self::round(scheme, slots_for_keys(keys, DEFAULT_MAX_LOAD))?;
         let config = Config {
             slots,
-            max_probe_buckets: SCHEME.default_max_probe_buckets(SLOT_BYTES),
+            max_probe_buckets: scheme.default_max_probe_buckets(SLOT_BYTES),
             seed: DEFAULT_SEED,
-            scheme: SCHEME,
+            scheme,
             memory: Memory::Device,
             // The region build is CUDA's; wgpu has none.
             region_build: RegionBuild::Auto,
@@ -53,11 +60,16 @@ impl GpuCore {
             wgpu_portable: false,
         };
         let table = WgpuTable::new_async(Device::Wgpu, config).await.map_err(text)?;
-        Ok(GpuCore { table })
+        Ok(GpuCore { table, scheme })
     }
 
-    fn round(slots: u64) -> Result<u64, String> {
-        SCHEME.round_slots(slots, SLOT_BYTES).ok_or_else(|| format!("{slots} slots is beyond any table"))
+    fn round(scheme: Scheme, slots: u64) -> Result<u64, String> {
+        scheme.round_slots(slots, SLOT_BYTES).ok_or_else(|| format!("{slots} slots is beyond any table"))
+    }
+
+    /// The placement scheme's name.
+    pub fn scheme(&self) -> String {
+        self.scheme.name()
     }
 
     /// The adapter: name and graphics backend (a browser may tell no name).
@@ -91,7 +103,7 @@ impl GpuCore {
         } else {
             grow_target(slots, expected, DEFAULT_MAX_LOAD)
         };
-        self.table.rehash_async(Self::round(target)?).await.map_err(text)
+        self.table.rehash_async(Self::round(self.scheme, target)?).await.map_err(text)
     }
 
     /// Insert-or-assign; returns how many keys were new. The growth policy
@@ -115,7 +127,7 @@ impl GpuCore {
             }
             let slots = self.table.slots();
             let grown = grow_target(slots, self.table.len() + pending.len() as u64, DEFAULT_MAX_LOAD);
-            self.table.rehash_async(Self::round(grown)?).await.map_err(text)?;
+            self.table.rehash_async(Self::round(self.scheme, grown)?).await.map_err(text)?;
             let k: Vec<u32> = pending.iter().map(|&i| keys[i]).collect();
             let v: Vec<u32> = pending.iter().map(|&i| values[i]).collect();
             let again = self.table.insert_async(&k, &v, InsertMode::Assign).await.map_err(text)?;
@@ -159,11 +171,12 @@ fn reject(message: String) -> JsValue {
 
 #[wasm_bindgen]
 impl GpuTable {
-    /// `await GpuTable.create(keys)`: a table sized for `keys` keys (it
-    /// grows past them). Rejects if there is no WebGPU adapter or the count
-    /// is bad.
-    pub async fn create(keys: f64) -> Result<GpuTable, JsError> {
-        let core = GpuCore::create(keys).await.map_err(js)?;
+    /// `await GpuTable.create(keys, scheme)`: a table sized for `keys` keys
+    /// (it grows past them), of placement `scheme` ("linear" if left out;
+    /// "cuckoo", "two-level" or "slab-list"). Rejects if there is no
+    /// WebGPU adapter, or the count or scheme is bad.
+    pub async fn create(keys: f64, scheme: Option<String>) -> Result<GpuTable, JsError> {
+        let core = GpuCore::create(keys, scheme.as_deref()).await.map_err(js)?;
         Ok(GpuTable { core: Rc::new(RefCell::new(core)) })
     }
 
@@ -217,6 +230,11 @@ impl GpuTable {
     pub fn adapter(&self) -> Result<String, JsError> {
         Ok(self.core.try_borrow().map_err(|_| js(BUSY.into()))?.adapter())
     }
+
+    /// The table's placement scheme.
+    pub fn scheme(&self) -> Result<String, JsError> {
+        Ok(self.core.try_borrow().map_err(|_| js(BUSY.into()))?.scheme())
+    }
 }
 
 #[cfg(test)]
@@ -224,21 +242,33 @@ mod tests {
     use super::*;
 
     /// The WebGPU table's own code (growth, retries, the async backend
-    /// calls) on a native adapter, against a map; skipped without one.
+    /// calls) on a native adapter, against a map, for every scheme the
+    /// page may ask for; skipped without an adapter. Schemes wgpu lacks and
+    /// unknown names are refused with a reason.
     #[test]
     fn agrees_with_a_map_on_a_native_adapter() {
-        let mut t = match pollster::block_on(GpuCore::create(8.0)) {
-            Ok(t) => t,
+        if let Err(why) = pollster::block_on(GpuCore::create(8.0, None)) {
             // CI sets GPUHASH_REQUIRE_WGPU=1 where lavapipe is installed, as
             // for the conformance suite: there a missing adapter is a failure.
-            Err(why) if std::env::var("GPUHASH_REQUIRE_WGPU").is_ok_and(|v| v == "1") => {
-                panic!("GPUHASH_REQUIRE_WGPU=1, but no wgpu adapter ({why})")
+            if std::env::var("GPUHASH_REQUIRE_WGPU").is_ok_and(|v| v == "1") {
+                panic!("GPUHASH_REQUIRE_WGPU=1, but no wgpu adapter ({why})");
             }
-            Err(why) => {
-                println!("skipped: {why}");
-                return;
-            }
-        };
+            println!("skipped: {why}");
+            return;
+        }
+        for bad in ["robin-hood", "no-such-scheme"] {
+            let e = pollster::block_on(GpuCore::create(8.0, Some(bad))).err();
+            assert!(e.as_ref().is_some_and(|e| !e.is_empty()), "scheme {bad}: {e:?}");
+        }
+        for scheme in [None, Some("cuckoo"), Some("two-level"), Some("slab-list")] {
+            let t = pollster::block_on(GpuCore::create(8.0, scheme)).unwrap_or_else(|e| panic!("{scheme:?}: {e}"));
+            assert_eq!(t.scheme(), scheme.unwrap_or("linear"));
+            agrees_with_a_map(t);
+        }
+    }
+
+    fn agrees_with_a_map(mut t: GpuCore) {
+        let scheme = t.scheme();
         assert!(pollster::block_on(t.insert(&[1, 2], &[3])).is_err());
         let mut oracle = std::collections::HashMap::new();
         let mut x = 7u32;
@@ -253,14 +283,14 @@ mod tests {
                 .collect();
             let values: Vec<u32> = keys.iter().map(|k| k.wrapping_mul(31) ^ round).collect();
             let new = keys.iter().zip(&values).filter(|&(k, v)| oracle.insert(*k, *v).is_none()).count();
-            assert_eq!(pollster::block_on(t.insert(&keys, &values)).unwrap(), new as u64);
+            assert_eq!(pollster::block_on(t.insert(&keys, &values)).unwrap(), new as u64, "{scheme}: round {round}");
             let gone = keys[..100].iter().filter(|k| oracle.remove(k).is_some()).count();
-            assert_eq!(pollster::block_on(t.erase(&keys[..100])).unwrap(), gone as u64);
+            assert_eq!(pollster::block_on(t.erase(&keys[..100])).unwrap(), gone as u64, "{scheme}: round {round}");
         }
         let probe: Vec<u32> = (0..1000).chain([u32::MAX, u32::MAX - 1]).collect();
         let (v, f, hits) = pollster::block_on(t.find(&probe)).unwrap();
         for (i, k) in probe.iter().enumerate() {
-            assert_eq!((f[i] == 1).then_some(v[i]), oracle.get(k).copied(), "key {k}");
+            assert_eq!((f[i] == 1).then_some(v[i]), oracle.get(k).copied(), "{scheme}: key {k}");
         }
         assert_eq!(hits, oracle.len() as u64);
         assert_eq!(t.len(), oracle.len() as u64);

@@ -23,6 +23,9 @@ const MIN_OPS = Number(q.get("ops") ?? 1 << 20);
 const INJECT = q.has("inject");
 // webgpu=0 leaves the WebGPU table out.
 const WEBGPU = q.get("webgpu") !== "0";
+// scheme=NAME: the WebGPU table's placement scheme (linear, cuckoo,
+// two-level or slab-list; the wasm CPU table stays linear).
+const SCHEME = q.get("scheme") ?? "linear";
 
 const statusEl = document.getElementById("status");
 const resultEl = document.getElementById("result");
@@ -150,7 +153,7 @@ function runGpuhash(w) {
 
 // The same rounds on the WebGPU table, awaiting each call.
 async function runWebGPU(w) {
-  const t = await GpuTable.create(w.n);
+  const t = await GpuTable.create(w.n, SCHEME);
   try {
     await t.insert(w.prefill, w.prefillValues);
     const out = outputs(w);
@@ -165,7 +168,7 @@ async function runWebGPU(w) {
     const all = universeKeys(w);
     const final = { values: new Uint32Array(all.length), found: new Uint8Array(all.length) };
     await t.find(all, final.values, final.found);
-    return { ms, out, final, size: t.size(), adapter: t.adapter() };
+    return { ms, out, final, size: t.size(), adapter: t.adapter(), scheme: t.scheme() };
   } finally {
     t.free();
   }
@@ -295,6 +298,8 @@ async function gpuBadInputChecks() {
   const cases = [
     ["create(0)", () => GpuTable.create(0)],
     ["create(NaN)", () => GpuTable.create(NaN)],
+    ["create with a scheme wgpu lacks", () => GpuTable.create(16, "robin-hood")],
+    ["create with an unknown scheme", () => GpuTable.create(16, "no-such-scheme")],
     ["insert: fewer values than keys", () => t.insert(u(3), u(2))],
     ["find: short value output", () => t.find(u(3), u(2), new Uint8Array(3))],
     ["find: short found output", () => t.find(u(3), u(3), new Uint8Array(2))],
@@ -397,7 +402,7 @@ function addRow(r) {
 }
 
 async function main() {
-  const result = { status: "running", userAgent: navigator.userAgent, config: { sizes: SIZES, batch: BATCH, min_ops: MIN_OPS, inject: INJECT }, rows: [] };
+  const result = { status: "running", userAgent: navigator.userAgent, config: { sizes: SIZES, batch: BATCH, min_ops: MIN_OPS, inject: INJECT, scheme: SCHEME }, rows: [] };
   const publish = async () => {
     resultEl.textContent = JSON.stringify(result, null, 2);
     if (q.has("post")) await fetch("/result", { method: "POST", body: resultEl.textContent });
@@ -443,6 +448,7 @@ async function main() {
         const gw = await runWebGPU(w);
         const badw = compare(w, gw, m, null);
         result.webgpu.gpuhash_adapter = gw.adapter;
+        result.webgpu.scheme = gw.scheme;
         Object.assign(row, { webgpu_ms: gw.ms, webgpu_mops: mops(gw.ms), webgpu_oracle: badw.count === 0 ? "agree" : "mismatch",
           webgpu_mismatches: badw.count, webgpu_examples: badw.examples });
         if (badw.count > 0) row.oracle = "mismatch";
