@@ -221,6 +221,7 @@ pub(crate) trait SubTables<K: Key, V: Value> {
     /// ([`SubTables::lend`]): a paged table's page that is not resident,
     /// which the host's cores may look up where it lies while the GPU
     /// works on the other pages.
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
     fn lendable(&self, i: usize) -> bool {
         let _ = i;
         false
@@ -229,6 +230,7 @@ pub(crate) trait SubTables<K: Key, V: Value> {
     /// time, as the last [`SubTables::visit_sized`] (of a lookup split on
     /// the device) would work on it: against the host's time for the same
     /// keys, it decides which pages the host takes ([`SubTables::lend`]).
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
     fn device_cost(&self, i: usize, keys: usize) -> u64 {
         let _ = i;
         keys as u64
@@ -236,6 +238,7 @@ pub(crate) trait SubTables<K: Key, V: Value> {
     /// Sub-table `i`, [`SubTables::lendable`], to read beside the call's
     /// other work; the caller then reads it through the returned handle
     /// and does not visit it with [`SubTables::with_sub`] in this call.
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
     fn lend(&mut self, i: usize) -> Option<std::sync::Arc<dyn Backend<K, V>>> {
         let _ = i;
         None
@@ -451,6 +454,8 @@ pub(crate) fn retry_alone<K: Key, V: Value, S: SubTables<K, V>>(
 /// into consecutive runs of at most `cap` keys, each worked on with one
 /// fill of the routing buffers. A page with more than `cap` keys makes a
 /// group of its own (the caller sizes its buffers for the largest group).
+// Only the device routing (CUDA) groups pages.
+#[cfg_attr(not(feature = "cuda"), allow(dead_code))]
 pub(crate) fn page_groups(order: &[usize], counts: &[usize], cap: usize) -> Vec<Vec<usize>> {
     let mut groups: Vec<Vec<usize>> = Vec::new();
     let mut keys = 0usize;

@@ -455,6 +455,7 @@ struct PageSet<K: Key, V: Value> {
     /// The pages the current call works on in place (not brought in).
     in_place: Vec<bool>,
     /// Lend pages not resident to lookups that read them on the host ([`Paging::host_lookups`]).
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
     host_lookups: bool,
     clock: u64,
     /// The clock when the current call planned its visits: a page used
@@ -624,9 +625,11 @@ fn zero_copy_per_key(per_key: u64, page_bytes: u64) -> u64 {
 /// The GPU's cost of a lookup in a resident page, in bus bytes: resident
 /// lookups split on an H100 ran at about 5 billion a second, some 10 bytes
 /// of a 55 GB/s bus each.
+#[cfg_attr(not(feature = "cuda"), allow(dead_code))]
 const RESIDENT_BYTES_PER_KEY: u64 = 8;
 /// The GPU's cost of reading a page in place beside its keys' bytes: a
 /// launch and a wait (some 20 microseconds of bus time).
+#[cfg_attr(not(feature = "cuda"), allow(dead_code))]
 const LAUNCH_BYTES: u64 = 1 << 20;
 
 impl<K: Key, V: Value> SubTables<K, V> for PageSet<K, V> {
