@@ -34,7 +34,10 @@ pub(crate) const WORKGROUP: u32 = 256;
 pub const COMMON_SOURCE: &str = include_str!("../../../kernels/wgsl/common.wgsl");
 /// The linear scheme's probe sequence and claims (`kernels/wgsl/linear.wgsl`).
 pub const LINEAR_SOURCE: &str = include_str!("../../../kernels/wgsl/linear.wgsl");
-/// The linear scheme's single-pass insert for 16-byte slots on adapters with
+/// The single-pass insert of 16-byte slots on adapters with 64-bit
+/// atomics, over a scheme's claim of a key field (`kernels/wgsl/wide.wgsl`).
+pub const WIDE_SOURCE: &str = include_str!("../../../kernels/wgsl/wide.wgsl");
+/// The linear scheme's claim of a 16-byte slot's key field on adapters with
 /// 64-bit atomics (`kernels/wgsl/linear_wide.wgsl`).
 pub const LINEAR_WIDE_SOURCE: &str = include_str!("../../../kernels/wgsl/linear_wide.wgsl");
 /// The slab-list scheme's chains and second passes (`kernels/wgsl/slab_list.wgsl`).
@@ -42,8 +45,8 @@ pub const SLAB_LIST_SOURCE: &str = include_str!("../../../kernels/wgsl/slab_list
 /// The cuckoo and two-level schemes' candidates, spill areas (stash,
 /// overflow) and placement (`kernels/wgsl/cuckoo.wgsl`).
 pub const CUCKOO_SOURCE: &str = include_str!("../../../kernels/wgsl/cuckoo.wgsl");
-/// The cuckoo and two-level schemes' first phase for 16-byte slots on
-/// adapters with 64-bit atomics (`kernels/wgsl/cuckoo_wide.wgsl`).
+/// The cuckoo and two-level schemes' claim of a 16-byte slot's key field
+/// on adapters with 64-bit atomics (`kernels/wgsl/cuckoo_wide.wgsl`).
 pub const CUCKOO_WIDE_SOURCE: &str = include_str!("../../../kernels/wgsl/cuckoo_wide.wgsl");
 /// Lookups reading whole buckets, for the linear and cuckoo schemes
 /// (`kernels/wgsl/lines.wgsl`).
@@ -219,9 +222,9 @@ pub fn shader_source(v: Variant) -> String {
     }
     let scheme = scheme_source(v.scheme).expect("a variant's scheme is one of SCHEMES");
     let wide = match v.scheme {
-        _ if !v.atomics64 => "",
-        Scheme::Cuckoo | Scheme::TwoLevel => CUCKOO_WIDE_SOURCE,
-        _ => LINEAR_WIDE_SOURCE,
+        _ if !v.atomics64 => String::new(),
+        Scheme::Cuckoo | Scheme::TwoLevel => format!("{WIDE_SOURCE}\n{CUCKOO_WIDE_SOURCE}"),
+        _ => format!("{WIDE_SOURCE}\n{LINEAR_WIDE_SOURCE}"),
     };
     // Naga takes the subgroup builtins with the device feature alone (it
     // rejects `enable subgroups;`, the standard's directive, so far).
@@ -489,7 +492,7 @@ async fn open(index: Option<usize>) -> std::result::Result<Gpu, String> {
     let info = adapter.get_info();
     // Everything the adapter offers: the largest tables it can hold. The
     // shaders need only 32-bit atomics; 64-bit ones, where offered, give
-    // 16-byte slots a single-pass insert (linear_wide.wgsl).
+    // 16-byte slots a single-pass insert (wide.wgsl).
     let limits = adapter.limits();
     let wide = wgpu::Features::SHADER_INT64 | wgpu::Features::SHADER_INT64_ATOMIC_ALL_OPS;
     let offered = adapter.features();
@@ -992,6 +995,7 @@ mod tests {
             ("fold.wgsl".to_string(), FOLD_SOURCE),
             ("lines.wgsl".to_string(), LINES_SOURCE),
             ("fold_subgroups.wgsl".to_string(), FOLD_SUBGROUPS_SOURCE),
+            ("wide.wgsl".to_string(), WIDE_SOURCE),
             ("linear_wide.wgsl".to_string(), LINEAR_WIDE_SOURCE),
             ("cuckoo_wide.wgsl".to_string(), CUCKOO_WIDE_SOURCE),
         ]

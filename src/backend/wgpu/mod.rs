@@ -97,7 +97,7 @@ use crate::{Device, Error, Result};
 
 pub use self::gpu::{
     adapter_info, adapters, offered, offers_atomics64, scheme_source, shader_source, Capabilities, Variant, BULK_SOURCE, COMMON_SOURCE, CUCKOO_SOURCE,
-    CUCKOO_WIDE_SOURCE, FOLD_SOURCE, FOLD_SUBGROUPS_SOURCE, LINES_SOURCE, LINEAR_SOURCE, LINEAR_WIDE_SOURCE, SCHEMES, SLAB_LIST_SOURCE,
+    CUCKOO_WIDE_SOURCE, FOLD_SOURCE, FOLD_SUBGROUPS_SOURCE, LINES_SOURCE, LINEAR_SOURCE, LINEAR_WIDE_SOURCE, SCHEMES, SLAB_LIST_SOURCE, WIDE_SOURCE,
 };
 pub use self::slab_list::SlabPool;
 /// The wgpu crate this backend is built on, for callers who create the
