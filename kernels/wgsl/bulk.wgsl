@@ -1,12 +1,13 @@
-// The bulk operations, over the scheme's find_slot, claim_direct and
-// claim_free. One call of the Rust backend is one submission:
+// The bulk operations, over the scheme's find_slot, claim_direct,
+// claim_free and release_slot. One call of the Rust backend is one
+// submission:
 //
 //   find         find                                 (any slot width)
 //   insert       insert_direct [+ fold]               (8-byte slots)
 //                dedupe, locate_reps, claim_reps, settle   (16-byte slots)
 //                (the cuckoo scheme adds its phase 2: cuckoo.wgsl)
 //   erase        erase_direct                         (8-byte slots)
-//                erase_locate, erase_bury             (16-byte slots)
+//                erase_locate, erase_release          (16-byte slots, cuckoo)
 //
 // A scheme whose claims may have to wait for other invocations (GH_DEFERS:
 // the slab list) returns GH_DEFERRED instead, and the backend runs the
@@ -145,7 +146,7 @@ fn fold(@builtin(global_invocation_id) gid: vec3<u32>) {
     }
 }
 
-// Erases each key: the invocation that turns its slot into a TOMBSTONE
+// Erases each key: the invocation that releases its slot (release_slot)
 // counts it (counters[0]); out-of-band keys set their bit in counters[2].
 @compute @workgroup_size(256)
 fn erase_direct(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
@@ -160,7 +161,7 @@ fn erase_direct(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(local_in
                 atomicOr(&counters[2], sp);
             } else {
                 let s = find_slot(k);
-                if (s != GH_NONE && bury(s, k)) {
+                if (s != GH_NONE && release_slot(s, k)) {
                     erased += 1u;
                 }
             }
@@ -296,7 +297,7 @@ fn settle(@builtin(global_invocation_id) gid: vec3<u32>) {
 }
 
 // out[i] = the slot holding key i, or GH_NONE; out-of-band keys set their
-// bit in counters[2]. Reads only: erase_bury writes in a later dispatch.
+// bit in counters[2]. Reads only: erase_release writes in a later dispatch.
 @compute @workgroup_size(256)
 fn erase_locate(@builtin(global_invocation_id) gid: vec3<u32>) {
     for (var i = gid.x; i < params.n; i += params.stride) {
@@ -311,17 +312,18 @@ fn erase_locate(@builtin(global_invocation_id) gid: vec3<u32>) {
     }
 }
 
-// Turns the slots erase_locate found into TOMBSTONEs; counters[0] += keys
-// erased (duplicates of one key count once).
+// Releases the slots erase_locate found (the scheme's release_slot: a
+// TOMBSTONE, or a cuckoo slot made EMPTY); counters[0] += keys erased
+// (duplicates of one key count once).
 @compute @workgroup_size(256)
-fn erase_bury(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+fn erase_release(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
     var erased = 0u;
     let total = rounds();
     for (var r = 0u; r < total; r += 1u) {
         let i = gid.x + r * params.stride;
         if (i < params.n) {
             let s = out[i];
-            if (s != GH_NONE && bury(s, item_key(i))) {
+            if (s != GH_NONE && release_slot(s, item_key(i))) {
                 erased += 1u;
             }
         }

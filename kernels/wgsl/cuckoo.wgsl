@@ -406,7 +406,7 @@ fn claim_free(k: vec2<u32>, v: vec2<u32>) -> u32 {
 // the EMPTY key (there is one: that key is never stored in a slot). An
 // overflow slot becomes a TOMBSTONE instead, which keeps the chains
 // through it readable, and its region's spill count drops.
-fn free_slot(s: u32, k: vec2<u32>) -> bool {
+fn release_slot(s: u32, k: vec2<u32>) -> bool {
     let first = stash_first();
     if (GH_TWO_LEVEL && s >= first) {
         if (!bury(s, k)) {
@@ -440,24 +440,6 @@ fn free_slot(s: u32, k: vec2<u32>) -> bool {
         atomicAnd(&occupied[mask_word()], ~(1u << (s - first)));
     }
     return true;
-}
-
-// After erase_locate: empties the slots it found; counters[0] += keys
-// erased (duplicates of one key count once).
-@compute @workgroup_size(256)
-fn erase_free(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
-    var erased = 0u;
-    let total = rounds();
-    for (var r = 0u; r < total; r += 1u) {
-        let i = gid.x + r * params.stride;
-        if (i < params.n) {
-            let s = out[i];
-            if (s != GH_NONE && free_slot(s, item_key(i))) {
-                erased += 1u;
-            }
-        }
-    }
-    add_count(erased, lid);
 }
 
 // ------------------------------------------------------------------ phase 2

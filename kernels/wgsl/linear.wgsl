@@ -14,6 +14,12 @@ fn next_bucket(b: u32) -> u32 {
     return select(b + 1u, 0u, b + 1u == params.buckets);
 }
 
+// Releases slot `s`, found holding key `k`, for bulk.wgsl's erases: a
+// TOMBSTONE (common.wgsl bury), so the sequences through it stay whole.
+fn release_slot(s: u32, k: vec2<u32>) -> bool {
+    return bury(s, k);
+}
+
 // The slot holding key `k`, or GH_NONE.
 fn find_slot(k: vec2<u32>) -> u32 {
     var b = home_bucket(k);

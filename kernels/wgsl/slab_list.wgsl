@@ -177,6 +177,12 @@ fn chain_exhausted() -> u32 {
     return select(GH_DEFERRED, GH_NONE, pass_kind == PASS_DECIDE);
 }
 
+// Releases slot `s`, found holding key `k`, for bulk.wgsl's erases: a
+// TOMBSTONE (common.wgsl bury), as the CPU's erase leaves.
+fn release_slot(s: u32, k: vec2<u32>) -> bool {
+    return bury(s, k);
+}
+
 // The slot holding key `k`, or GH_NONE.
 fn find_slot(k: vec2<u32>) -> u32 {
     var slab = chain_head(k);

@@ -251,7 +251,8 @@ pub(crate) enum Kernel {
     ClaimReps,
     Settle,
     EraseLocate,
-    EraseBury,
+    /// Releases the slots `EraseLocate` found (the scheme's `release_slot`).
+    EraseRelease,
     /// Linear and cuckoo, 16-byte slots, 64-bit atomics: the single-pass
     /// insert (the cuckoo scheme's phase 1).
     InsertWide,
@@ -271,7 +272,6 @@ pub(crate) enum Kernel {
     StashNoPath,
     EvictSerial,
     Relocate,
-    EraseFree,
 }
 
 impl Kernel {
@@ -287,7 +287,7 @@ impl Kernel {
         Kernel::ClaimReps,
         Kernel::Settle,
         Kernel::EraseLocate,
-        Kernel::EraseBury,
+        Kernel::EraseRelease,
     ];
     /// The entry points of a variant's module: the bulk ones, then the
     /// scheme's own; pipelines are compiled and found in this order.
@@ -302,7 +302,7 @@ impl Kernel {
         }
     }
 
-    const CUCKOO: [Kernel; 20] = Kernel::bulk_then(&[
+    const CUCKOO: [Kernel; 19] = Kernel::bulk_then(&[
         Kernel::DedupePending,
         Kernel::CollectPending,
         Kernel::PlanPaths,
@@ -311,10 +311,9 @@ impl Kernel {
         Kernel::StashNoPath,
         Kernel::EvictSerial,
         Kernel::Relocate,
-        Kernel::EraseFree,
     ]);
     /// The cuckoo kernels and the 64-bit claim of 16-byte slots.
-    const CUCKOO_WIDE: [Kernel; 21] = Kernel::concat(&Kernel::CUCKOO, &[Kernel::InsertWide]);
+    const CUCKOO_WIDE: [Kernel; 20] = Kernel::concat(&Kernel::CUCKOO, &[Kernel::InsertWide]);
 
     /// The shared bulk kernels followed by a scheme's own.
     pub(super) const fn bulk_then<const N: usize>(own: &[Kernel]) -> [Kernel; N] {
@@ -345,7 +344,7 @@ impl Kernel {
             Kernel::ClaimReps => "claim_reps",
             Kernel::Settle => "settle",
             Kernel::EraseLocate => "erase_locate",
-            Kernel::EraseBury => "erase_bury",
+            Kernel::EraseRelease => "erase_release",
             Kernel::InsertWide => "insert_wide",
             Kernel::InsertRetry => "insert_retry",
             Kernel::InsertCarry => "insert_carry",
@@ -361,7 +360,6 @@ impl Kernel {
             Kernel::StashNoPath => "stash_no_path",
             Kernel::EvictSerial => "evict_serial",
             Kernel::Relocate => "relocate",
-            Kernel::EraseFree => "erase_free",
         }
     }
 }

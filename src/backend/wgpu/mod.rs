@@ -494,11 +494,11 @@ impl Slots {
             if out.is_none() {
                 w.dispatch(Kernel::EraseDirect, self.params(len), &b).await?;
             } else {
-                // Every slot is located before any is buried: a reader
-                // never meets a two-word key half turned into a tombstone.
+                // Every slot is located before any is released: a reader
+                // never meets a two-word key half turned into a tombstone
+                // (or, on the cuckoo schemes, a slot half emptied).
                 w.dispatch(Kernel::EraseLocate, self.params(len), &b).await?;
-                let free = if Variant::cuckoo(v.scheme) { Kernel::EraseFree } else { Kernel::EraseBury };
-                w.dispatch(free, self.params(len), &b).await?;
+                w.dispatch(Kernel::EraseRelease, self.params(len), &b).await?;
             }
         }
         Ok(())
