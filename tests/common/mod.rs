@@ -753,6 +753,17 @@ pub fn overflow<K: Key, V: Value>(t: &HashTable<K, V>, keys: &[K]) -> u64 {
     }
 }
 
+/// After a fault the table matches the oracle and still takes 500 new keys,
+/// all stored, and matches it again.
+pub fn takes_more_after_fault<K: Key, V: TestValue>(t: &mut HashTable<K, V>, o: &mut Oracle<K, V>, cx: &mut Ctx) {
+    check_table(t, o, cx);
+    let more = fresh_keys(&mut cx.rng, 500, o, &[]);
+    let vals = num_values::<V>(&mut cx.rng, more.len());
+    let failed = insert(t, o, Op::Assign, &more, &vals, cx);
+    assert!(failed.is_empty(), "{cx}: {} refused after the fault", failed.len());
+    check_table(t, o, cx);
+}
+
 /// The whole table equals the oracle: `len`, a lookup of every key, `export`.
 pub fn check_table<K: Key, V: TestValue>(t: &HashTable<K, V>, o: &Oracle<K, V>, cx: &Ctx) {
     assert_eq!(t.len(), o.map.len() as u64, "{cx}: len");

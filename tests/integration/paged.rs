@@ -368,13 +368,7 @@ fn faults_while_pages_grow_lose_nothing() {
                         Err(Error::OutOfMemory { .. }) if count > 1 => nothing += 1,
                         Err(e) => panic!("{cx}: unexpected {e}"),
                     }
-                    check_table(&t, &o, &cx);
-                    // The table takes further inserts.
-                    let more = fresh_keys(&mut cx.rng, 500, &o, &[]);
-                    let vals = num_values::<u64>(&mut cx.rng, more.len());
-                    let failed = insert(&mut t, &mut o, Op::Assign, &more, &vals, &cx);
-                    assert!(failed.is_empty(), "{cx}: {} refused after the fault", failed.len());
-                    check_table(&t, &o, &cx);
+                    takes_more_after_fault(&mut t, &mut o, &mut cx);
                     if hit == 0 {
                         break;
                     }
