@@ -38,7 +38,8 @@ const PENDING_NONE: u64 = 4;
 /// Moves a path planned in a parallel round has at most: three words, four
 /// bits a move (`kernels/wgsl/cuckoo.wgsl` path_move), past the default
 /// probe limit ([`crate::core::cuckoo::DEFAULT_EVICTIONS`]), so that a key
-/// whose parallel walks found no path goes to the stash without walking
+/// whose parallel walks found no path goes to the stash (two-level: the
+/// overflow) without walking
 /// again one key at a time. Paths longer than this (a larger probe limit)
 /// are the serial phase's.
 const PARALLEL_MOVES: u64 = 21;
@@ -149,7 +150,7 @@ async fn read_words(w: &mut Work<'_>, b: &Placement<'_>, at: u64, n: usize) -> R
 /// eviction paths under bucket locks, window by window, while keys lose
 /// locks (a few rounds per read-back), then once more for the keys that
 /// found no path. Keys with still no path within the probe limit take
-/// free stash slots or are refused; keys still losing locks are listed
+/// free spill slots (the stash, or the two-level overflow) or are refused; keys still losing locks are listed
 /// again and placed one at a time ([`SERIAL_KEYS`] per dispatch). Every
 /// representative's slot is looked up again if a path moved keys.
 pub(super) async fn place_pending(w: &mut Work<'_>, bufs: &Placement<'_>, p: Params, b: &Bindings<'_>) -> Result<bool> {
