@@ -30,6 +30,11 @@ for e in examples/*.rs; do
 done
 cp target/release/gpuhash "$out/bin/gpuhash"
 strip "$out"/bin/*
+# Debian's Vulkan loader, for run.sh's wgpu stage on GPU machines that have
+# NVIDIA's Vulkan driver (ICD) but no loader: wgpu loads libvulkan.so.1.
+mkdir -p "$out/vulkan"
+(cd "$out/vulkan" && apt-get download -q libvulkan1 >/dev/null 2>&1) ||
+    echo "gpu-bundle: apt-get download libvulkan1 failed: the wgpu stage needs a Vulkan loader on the GPU machine" >&2
 git rev-parse HEAD > "$out/COMMIT" 2>/dev/null || true
 cp "$root/scripts/gpu-run.sh" "$out/run.sh"
 chmod +x "$out/run.sh"

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Runs the gpuhash GPU suite from a bundle made by scripts/gpu-bundle.sh.
 #   run.sh [LOG_DIR]            all stages
-#   STAGES="tests bench" run.sh  a selection of: tests reseed fullscale sanitizer examples bench
+#   STAGES="tests bench" run.sh  a selection of: tests reseed fullscale wgpu sanitizer examples bench
 # Needs the NVIDIA driver, libnvrtc and (for the sanitizer stage) compute-sanitizer.
 set -uo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 logs="${1:-$here/logs}"
-stages="${STAGES:-tests reseed fullscale sanitizer examples bench}"
+stages="${STAGES:-tests reseed fullscale wgpu sanitizer examples bench}"
 mkdir -p "$logs"
 export GPUHASH_REQUIRE_CUDA=1 GPUHASH_CACHE_DIR="$here/.kernel-cache"
 summary="$logs/summary.txt"
@@ -85,6 +85,25 @@ if has fullscale; then
         note "fullscale seed $seed: rc=$rc $(grep -E '^test result' "$log" | tail -1)"
         [ $rc -eq 0 ] || fail=1
     done
+fi
+if has wgpu; then
+    # The wgpu suite (tests/integration's conformance_wgpu: every scheme the
+    # backend runs, both first phases) on the GPU through Vulkan, at the
+    # default sizes (WGPU_SCALE changes them). A machine with NVIDIA's ICD
+    # but no Vulkan loader gets the loader packages the bundle carries in
+    # vulkan/ (scripts/gpu-bundle.sh), unpacked into / (as root).
+    if ! ldconfig -p | grep -q 'libvulkan\.so\.1 ' && ls "$here"/vulkan/*.deb >/dev/null 2>&1; then
+        for d in "$here"/vulkan/*.deb; do dpkg -x "$d" / || note "wgpu: could not unpack $(basename "$d")"; done
+        ldconfig
+    fi
+    icd=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
+    [ -z "${VK_DRIVER_FILES:-}" ] && [ -f "$icd" ] && export VK_DRIVER_FILES="$icd"
+    seed="$(fresh_seed)"
+    GPUHASH_REQUIRE_WGPU=1 GPUHASH_TEST_SCALE="${WGPU_SCALE:-default}" GPUHASH_TEST_SEED=$seed \
+        "$suite" --test-threads=4 --nocapture conformance_wgpu:: > "$logs/test-wgpu-$seed.log" 2>&1
+    rc=$?
+    note "wgpu suite, seed $seed ($(grep -m1 -o 'wgpu adapter 0: .*' "$logs/test-wgpu-$seed.log")): rc=$rc $(grep -E '^test result' "$logs/test-wgpu-$seed.log" | tail -1)"
+    [ $rc -eq 0 ] || fail=1
 fi
 if has sanitizer; then
     # The whole CUDA suite at small sizes (GPUHASH_TEST_SCALE=small: smaller
