@@ -152,14 +152,17 @@ fn region_of(k: vec2<u32>) -> u32 {
     return reduce_range(mix64(k, seed()), regions().count);
 }
 
-// What a key's candidates are computed from, once per key: two-level, the
-// first bucket of its region and its hash under the region's seed (seed
-// number 0: src/core/cuckoo.rs Regions::region_seed), which gives every
+// What a key's candidates are computed from, once per key: two-level, its
+// region (whose spill count the overflow reads go by), the region's first
+// bucket and size, and the key's hash under the region's seed (seed number
+// 0: src/core/cuckoo.rs Regions::region_seed), which gives every
 // candidate; cuckoo, the key itself (each candidate its own hash, computed
 // only when a probe gets that far).
 struct Basis {
     key: vec2<u32>,
+    region: u32,
     first: u32,
+    buckets: u32,
     hash: vec2<u32>,
 }
 
@@ -168,9 +171,9 @@ fn basis(k: vec2<u32>) -> Basis {
         let g = regions();
         let r = reduce_range(mix64(k, seed()), g.count);
         let region_seed = mix64(vec2<u32>(r, 0u), seed() ^ vec2<u32>(GH_TL_REGION_SALT_LO, GH_TL_REGION_SALT_HI));
-        return Basis(k, r * g.buckets, mix64(k, region_seed));
+        return Basis(k, r, r * g.buckets, g.buckets, mix64(k, region_seed));
     }
-    return Basis(k, 0u, vec2<u32>(0u, 0u));
+    return Basis(k, 0u, 0u, 0u, vec2<u32>(0u, 0u));
 }
 
 // Candidate bucket `j` of the key of `b` (src/core/cuckoo.rs candidate;
@@ -180,8 +183,7 @@ fn cand(b: Basis, j: u32) -> u32 {
     if (GH_TWO_LEVEL) {
         let h = b.hash;
         let fields = vec3<u32>(h.x, (h.x >> 21u) | (h.y << 11u), h.y >> 10u);
-        let n = regions().buckets;
-        return b.first + (((fields[j] & GH_TL_CAND_MASK) * n) >> GH_TL_CAND_BITS);
+        return b.first + (((fields[j] & GH_TL_CAND_MASK) * b.buckets) >> GH_TL_CAND_BITS);
     }
     return reduce_range(mix64(b.key, seed() ^ salt(j)), main_buckets());
 }
@@ -214,12 +216,13 @@ fn overflow_next(b: u32, g: Regions) -> u32 {
     return select(b + 1u, first, b + 1u == first + g.overflow);
 }
 
-// The slot of key `k` in its spill area (the stash, or its overflow chain
+// The slot of key c.key in its spill area (the stash, or its overflow chain
 // up to the first bucket with an EMPTY slot), or GH_NONE. Spill slots
 // change in phase 2 and erase only, so plain word reads see whole keys.
-fn spill_find(k: vec2<u32>) -> u32 {
+fn spill_find(c: Basis) -> u32 {
+    let k = c.key;
     if (GH_TWO_LEVEL) {
-        if (atomicLoad(&occupied[spill_word(region_of(k))]) == 0u) {
+        if (atomicLoad(&occupied[spill_word(c.region)]) == 0u) {
             return GH_NONE;
         }
         let g = regions();
@@ -254,9 +257,10 @@ fn spill_find(k: vec2<u32>) -> u32 {
 
 // spill_find's answer as lookup gives it (hit, value lo, value hi), read
 // through the lines.
-fn spill_lookup(k: vec2<u32>) -> vec3<u32> {
+fn spill_lookup(c: Basis) -> vec3<u32> {
+    let k = c.key;
     if (GH_TWO_LEVEL) {
-        if (atomicLoad(&occupied[spill_word(region_of(k))]) == 0u) {
+        if (atomicLoad(&occupied[spill_word(c.region)]) == 0u) {
             return vec3<u32>(0u, 0u, 0u);
         }
         let g = regions();
@@ -340,7 +344,7 @@ fn find_slot(k: vec2<u32>) -> u32 {
             }
         }
     }
-    return spill_find(k);
+    return spill_find(c);
 }
 
 // Key k's value as (hit, value lo, value hi), as find_slot finds it, its
@@ -354,7 +358,7 @@ fn lookup(k: vec2<u32>) -> vec3<u32> {
             return d.yzw;
         }
     }
-    return spill_lookup(k);
+    return spill_lookup(c);
 }
 
 // 8-byte slots, phase 1: the key is looked up first (it may sit behind an

@@ -22,7 +22,7 @@ fn find_wide(k: vec2<u32>, key: u64) -> u32 {
     }
     // Spill slots change in phase 2 only: spill_find's reads, as fields.
     if (GH_TWO_LEVEL) {
-        if (atomicLoad(&occupied[spill_word(region_of(k))]) == 0u) {
+        if (atomicLoad(&occupied[spill_word(c.region)]) == 0u) {
             return GH_NONE;
         }
         let empty = field64(vec2<u32>(GH_EMPTY_WORD_0, GH_EMPTY_WORD_1));
