@@ -381,7 +381,7 @@ extern "C" __global__ void gh_displacement(View t, u64 slots) {
 // A large batch is inserted region by region: a region is REGION_BUCKETS
 // consecutive buckets (64 KiB), the most one block holds in shared memory at
 // a useful occupancy. A partition sorts the batch by the region of each key's
-// home bucket into packed bins (region r's pairs at [offsets[r], offsets[r+1]));
+// home bucket into bins (region r's pairs at [offsets[r], ends[r]));
 // one block per region then loads its region, places its bin (by counting
 // where the region is EMPTY, else with shared-memory atomics under the same
 // first-EMPTY-slot rule as `linear::insert`, so the table is one the plain
@@ -399,9 +399,11 @@ extern "C" __global__ void gh_displacement(View t, u64 slots) {
 // pass keep the write fronts short; one pass over ~16 Ki regions would need
 // either an atomic per key or scattered 8-byte writes that thrash L2.
 //   gh_region_hist    counts the keys of every region, once for both passes
-//                     (in shared memory, one global atomic per block and region);
+//                     (in shared memory, one global atomic per block and region),
+//                     for packed bins; open bins skip it (region.rs);
 //   gh_region_scan    prefix sums: exact region offsets, and the pass-1 bin
-//                     offsets among them, so bins are packed and never overflow;
+//                     offsets among them, so packed bins never overflow (open
+//                     bins: equal places per region, and a check for overflow);
 //   gh_region_scatter* per tile of the batch: rank its keys by bin in shared
 //                     memory, reserve the tile's range of each bin (one global
 //                     atomic per nonzero bin), group the tile by bin and write
@@ -658,12 +660,16 @@ __device__ __forceinline__ u32 block_runs_scan(const u32* a, u32 len, u32* first
 // the heavy regions, those of an eighth of that or more, and zeroes the
 // counts for the histogram that combines copies in heavy regions; the
 // second (`again` 1) runs only if *skewed is set, over that histogram.
+// With `uniform` nonzero the partition's bins are open (region.rs, "open
+// bins"): every region is given `uniform` places whatever its count, and
+// the counts (a sample's histogram, or nothing read when combine_from is 0)
+// only tell whether the batch is skewed, and skewed[1] gets the largest.
 constexpr u32 SCAN_THREADS = 1024;
 constexpr u32 SCAN_PER = 8;  // entries of a chunk per thread
 constexpr u32 SCAN_CHUNK = SCAN_PER * SCAN_THREADS;
 extern "C" __global__ void __launch_bounds__(SCAN_THREADS)
     gh_region_scan(u32* counts, u32 regions, u32 shift, u32* offsets, u32* cursor, u32* seg_off, u32* cursor1,
-                   u32 combine_from, u32 again, u32* skewed, unsigned char* heavy) {
+                   u32 combine_from, u32 again, u32* skewed, unsigned char* heavy, u32 uniform) {
     __shared__ int most[32];
     __shared__ u32 warp_sums[32];
     __shared__ u32 chunk[SCAN_CHUNK];
@@ -676,11 +682,12 @@ extern "C" __global__ void __launch_bounds__(SCAN_THREADS)
 #pragma unroll
         for (u32 u = 0; u < SCAN_PER; ++u) {
             const u32 j = u * SCAN_THREADS + threadIdx.x;
-            c[u] = j < len ? counts[base + j] : 0u;
+            c[u] = j < len && (!uniform || combine_from) ? counts[base + j] : 0u;
         }
 #pragma unroll
         for (u32 u = 0; u < SCAN_PER; ++u) {
-            chunk[u * SCAN_THREADS + threadIdx.x] = c[u];
+            const u32 j = u * SCAN_THREADS + threadIdx.x;
+            chunk[j] = uniform ? (j < len ? uniform : 0u) : c[u];
             own_most = max(own_most, c[u]);
         }
         __syncthreads();
@@ -721,7 +728,10 @@ extern "C" __global__ void __launch_bounds__(SCAN_THREADS)
     int top;
     block_max_exclusive((int)own_most, most, 0, &top);
     const bool skew = (u32)top >= combine_from;
-    if (threadIdx.x == 0) *skewed = skew;
+    if (threadIdx.x == 0) {
+        skewed[0] = skew;
+        if (uniform) skewed[1] = (u32)top;  // the sample's largest count, for the host
+    }
     if (skew)
         for (u32 j = threadIdx.x; j < regions; j += SCAN_THREADS) {
             heavy[j] = counts[j] >= max(combine_from >> 3, 1u);
@@ -750,9 +760,15 @@ __device__ __forceinline__ u32 block_exclusive_scan(u32* a, u32 len) {
 // refuses is found in the batch again (gh_positions_of). Pass 1 combines
 // the copies of a key within a tile when `combine` is a reduction
 // (COMBINE_FREE: none), in a table kept where the grouped tile goes later.
+// Pass 2 reads pass-1 bin y at [seg_off[y], seg_end[y]). Open bins (region.rs)
+// pass `limit`, each bin's end (indexed as `cursor`): a tile's run that
+// would pass it is not written, and counters[1] (no build kernel counts
+// there) flags the overflow, after which pass 2 and the builds do nothing and
+// the host partitions the batch again, packed.
 template <bool FIRST>
 __device__ __forceinline__ void region_scatter(View t, u32 shift, u32 bins, const K* keys, const V* values,
-                                               const View::raw* words_in, u64 n, const u32* seg_off, u32* cursor,
+                                               const View::raw* words_in, u64 n, const u32* seg_off,
+                                               const u32* seg_end, u32* cursor, const u32* limit,
                                                View::raw* words_out, View::raw* deferred, u32 combine,
                                                const u32* skewed, const unsigned char* heavy) {
     typedef View::raw raw;
@@ -770,10 +786,12 @@ __device__ __forceinline__ void region_scatter(View t, u32 shift, u32 bins, cons
     const u32 NONE = 0xffffffffu;
     const bool combining = FIRST && combine != COMBINE_FREE && *skewed;
 
+    // A pass-1 bin overflowed: its words are not all there.
+    if (!FIRST && limit && __syncthreads_or(t.meta->counters[1] != 0)) return;
     // This block's slice: the whole batch in pass 1, part of pass-1 bin
     // blockIdx.y in pass 2.
     u64 lo, hi;
-    part_range(FIRST ? 0 : seg_off[blockIdx.y], FIRST ? n : seg_off[blockIdx.y + 1], blockIdx.x, gridDim.x, &lo, &hi);
+    part_range(FIRST ? 0 : seg_off[blockIdx.y], FIRST ? n : seg_end[blockIdx.y], blockIdx.x, gridDim.x, &lo, &hi);
     auto fetch = [&](u64 tile) {  // the tile's input into shared memory, asynchronously
         const u32 len = (u32)min((u64)PART_TILE, hi - tile);
         for (u32 j = threadIdx.x; j < len; j += blockDim.x) {
@@ -848,14 +866,24 @@ __device__ __forceinline__ void region_scatter(View t, u32 shift, u32 bins, cons
         // the scan and the grouping below, which run while it is in flight
         // (u64 inserts 0.7% faster on an H200).
         const bool one_each = bins <= blockDim.x;
-        u32 reserved = 0;
+        // A run past its open bin's end: NONE, not written (see above).
+        auto fits = [&](u32 at, u32 c, u32 end) {
+            if (at + c <= end) return at;
+            atomicExch(&t.meta->counters[1], 1ull);
+            return NONE;
+        };
+        u32 reserved = 0, mine = 0, end = NONE;
         if (one_each) {
-            const u32 c = threadIdx.x < bins ? s_tile[threadIdx.x] : 0u;
-            if (c) reserved = atomicAdd(&cursor[(u64)blockIdx.y * bins + threadIdx.x], c);
+            const u64 at = (u64)blockIdx.y * bins + threadIdx.x;
+            mine = threadIdx.x < bins ? s_tile[threadIdx.x] : 0u;
+            if (mine) reserved = atomicAdd(&cursor[at], mine);
+            if (mine && limit) end = limit[at];
         } else {
             for (u32 b = threadIdx.x; b < bins; b += blockDim.x) {
+                const u64 at = (u64)blockIdx.y * bins + b;
                 const u32 c = s_tile[b];
-                s_base[b] = c ? atomicAdd(&cursor[(u64)blockIdx.y * bins + b], c) : 0;
+                s_base[b] = c ? atomicAdd(&cursor[at], c) : 0;
+                if (c && limit) s_base[b] = fits(s_base[b], c, limit[at]);
             }
         }
         const u32 binned = block_exclusive_scan(s_tile, bins);  // s_tile: offset of each bin in the tile
@@ -868,14 +896,14 @@ __device__ __forceinline__ void region_scatter(View t, u32 shift, u32 bins, cons
             s_word[j] = FIRST ? View::W::pack((u64)in_keys[i], gh::to_bits<V>(in_values[i])) : in_words[i];
             s_bin[j] = (unsigned short)b;
         }
-        if (one_each && threadIdx.x < bins) s_base[threadIdx.x] = reserved;
+        if (one_each && threadIdx.x < bins) s_base[threadIdx.x] = mine && limit ? fits(reserved, mine, end) : reserved;
         __syncthreads();
         // ... fetch the next tile into the input area, now free, while this
         // one is written out: consecutive threads, consecutive addresses within a bin.
         if (tile + PART_TILE < hi) fetch(tile + PART_TILE);
         for (u32 j = threadIdx.x; j < binned; j += blockDim.x) {
-            const u32 b = s_bin[j];
-            words_out[s_base[b] + (j - s_tile[b])] = s_word[j];
+            const u32 b = s_bin[j], base = s_base[b];
+            if (base != NONE) words_out[base + (j - s_tile[b])] = s_word[j];
         }
         __syncthreads();
     }
@@ -888,19 +916,19 @@ __device__ __forceinline__ void region_scatter(View t, u32 shift, u32 bins, cons
 // histogram counted them so), or COMBINE_FREE.
 extern "C" __global__ void __launch_bounds__(GH_PART_THREADS, 3)
     gh_region_scatter1(View t, const K* keys, const V* values, u64 n, u32 shift, u32 bins, u32* cursor,
-                       View::raw* words_out, View::raw* deferred, u32 combine, const u32* skewed,
+                       const u32* limit, View::raw* words_out, View::raw* deferred, u32 combine, const u32* skewed,
                        const unsigned char* heavy) {
-    region_scatter<true>(t, shift, bins, keys, values, nullptr, n, nullptr, cursor, words_out, deferred, combine, skewed,
-                         heavy);
+    region_scatter<true>(t, shift, bins, keys, values, nullptr, n, nullptr, nullptr, cursor, limit, words_out, deferred,
+                         combine, skewed, heavy);
 }
 
 // Pass 2: each pass-1 segment into bins by `region & (2^shift - 1)`: the
-// output is packed by region.
+// output is grouped by region.
 extern "C" __global__ void __launch_bounds__(GH_PART_THREADS, 3)
-    gh_region_scatter2(View t, const View::raw* words_in, u32 shift, const u32* seg_off, u32* cursor,
-                       View::raw* words_out) {
-    region_scatter<false>(t, shift, 1u << shift, nullptr, nullptr, words_in, 0, seg_off, cursor, words_out, nullptr,
-                          COMBINE_FREE, nullptr, nullptr);
+    gh_region_scatter2(View t, const View::raw* words_in, u32 shift, const u32* seg_off, const u32* seg_end,
+                       u32* cursor, const u32* limit, View::raw* words_out) {
+    region_scatter<false>(t, shift, 1u << shift, nullptr, nullptr, words_in, 0, seg_off, seg_end, cursor, limit,
+                          words_out, nullptr, COMBINE_FREE, nullptr, nullptr);
 }
 
 // The keys of a bucket in shared memory, read with 16-byte loads that other
@@ -1103,15 +1131,18 @@ __device__ bool place_counted(const View& t, View::raw* region, u32* cnt, View::
     return true;
 }
 
-// One block per region: region r's pairs are words[offsets[r] .. offsets[r + 1]).
+// One block per region: region r's pairs are words[offsets[r] .. ends[r])
+// (ends = offsets + 1 where the partition packed the bins; nothing is built
+// where an open bin overflowed, see region_scatter).
 // Keys of an empty region's runs that pass its end go to spills[r *
 // BUILD_SPILL ..], their count to spill_count[r]; keys the plain rules
 // settle nowhere in the region go to `deferred`. `try_count` is 0 where the
 // host knows few regions are EMPTY: counting would be wasted. `fresh` is 1
 // where the host knows every slot is EMPTY: the table is not read.
 extern "C" __global__ void __launch_bounds__(GH_PART_THREADS, 3)
-    gh_region_build(View t, const u32* offsets, const View::raw* words, View::raw* spills, u32* spill_count,
-                    View::raw* deferred, u32 mode, u32 op, u32 try_count, u32 fresh, const u32*) {
+    gh_region_build(View t, const u32* offsets, const u32* ends, const View::raw* words, View::raw* spills,
+                    u32* spill_count, View::raw* deferred, u32 mode, u32 op, u32 try_count, u32 fresh, const u32*) {
+    if (t.meta->counters[1]) return;  // an open bin overflowed: the host partitions again
     typedef View::raw raw;
     typedef View::W W;
     extern __shared__ __align__(16) unsigned char smem[];
@@ -1127,7 +1158,7 @@ extern "C" __global__ void __launch_bounds__(GH_PART_THREADS, 3)
         if (fresh) shared16[j] = all_ones;
         else copy_async<16>(shared16 + j, global16 + j);
     }
-    const u32 begin = offsets[r], end = offsets[r + 1];
+    const u32 begin = offsets[r], end = ends[r];
     // Count the bin by bucket while the region arrives (wasted if it is not EMPTY).
     const bool fits = try_count && end - begin <= nb * View::SLOTS + BUILD_SPILL;
     for (u32 b = threadIdx.x; b < nb; b += blockDim.x) cnt[b] = 0;
@@ -1223,6 +1254,7 @@ extern "C" __global__ void __launch_bounds__(GH_PART_THREADS)
                     View::raw* deferred) {
     typedef View::raw raw;
     typedef View::W W;
+    if (t.meta->counters[1]) return;  // nothing was built (gh_region_build)
     const u64 r = blockIdx.x, p = (r == 0 ? regions : r) - 1;
     const u32 m = spill_count[p];
     if (m == 0) return;  // the whole block
@@ -1591,7 +1623,7 @@ __device__ __forceinline__ void tl_mark_later(const u32* npend, u32 total, const
 // one block: gh_region_build below.
 template <u32 RB>
 __device__ __forceinline__ void tl_build(const View& t, const gh::two_level::Regions<K, V>& g, const u32* offsets,
-                                         const View::raw* words, View::raw* deferred, u32 mode, u32 op, u32 fresh,
+                                         const u32* ends, const View::raw* words, View::raw* deferred, u32 mode, u32 op, u32 fresh,
                                          bool group) {
     typedef View::raw raw;
     typedef View::W W;
@@ -1616,7 +1648,7 @@ __device__ __forceinline__ void tl_build(const View& t, const gh::two_level::Reg
     ulonglong2* shared16 = (ulonglong2*)region;
     const u32 words16 = nb * (GH_BUCKET_BYTES / 16);
     const ulonglong2 all_ones = make_ulonglong2(~0ull, ~0ull);  // EMPTY slots
-    const u32 begin = offsets[r], end = offsets[r + 1];
+    const u32 begin = offsets[r], end = ends[r];
     // 16-byte words: the bin's first round of words is on its way to L2
     // while the region is set up (u64 inserts 1-2% faster on an H200; u32
     // pairs, whose round is half the bytes, ran 1% slower).
@@ -1822,21 +1854,23 @@ __device__ __forceinline__ void tl_build(const View& t, const gh::two_level::Reg
 }
 
 // One block per build region r: its pairs are words[offsets[r] ..
-// offsets[r + 1]). Pairs placed nowhere go to `deferred` (counters[2]
+// ends[r]) (as the linear build's). Pairs placed nowhere go to `deferred` (counters[2]
 // counts them). The spill arguments and try_count are the linear build's
 // (unused here); `fresh` is 1 where the host knows every slot is EMPTY: the
 // table is not read.
 extern "C" __global__ void __launch_bounds__(GH_PART_THREADS, 3)
-    gh_region_build(View t, const u32* offsets, const View::raw* words, View::raw* spills, u32* spill_count,
-                    View::raw* deferred, u32 mode, u32 op, u32 try_count, u32 fresh, const u32* skewed) {
+    gh_region_build(View t, const u32* offsets, const u32* ends, const View::raw* words, View::raw* spills,
+                    u32* spill_count, View::raw* deferred, u32 mode, u32 op, u32 try_count, u32 fresh,
+                    const u32* skewed) {
+    if (t.meta->counters[1]) return;  // an open bin overflowed: the host partitions again
     const gh::two_level::Regions<K, V> g(t);
     // The partition's combining leaves a copy per tile of a hot key in a
     // skewed insert-or-apply batch: only such batches group a warp's copies
     // (a match per warp cost uniform u64 batches 13%; grouping only in the
     // regions the scan marked heavy cost zipf batches 25%).
     const bool group = mode == gh::MODE_APPLY && *skewed;
-    if (g.rb == TL_LARGE) tl_build<TL_LARGE>(t, g, offsets, words, deferred, mode, op, fresh, group);
-    else tl_build<TL_SMALL>(t, g, offsets, words, deferred, mode, op, fresh, group);
+    if (g.rb == TL_LARGE) tl_build<TL_LARGE>(t, g, offsets, ends, words, deferred, mode, op, fresh, group);
+    else tl_build<TL_SMALL>(t, g, offsets, ends, words, deferred, mode, op, fresh, group);
 }
 
 // ---- two-level: a fresh table of 16-byte slots built from slot indices ----
@@ -1920,7 +1954,7 @@ __device__ bool fr_walk(u32* img, const u64* cache, const View::raw* bin, u32& e
 // Build region r of a fresh table (mode MODE_ASSIGN or MODE_IF_ABSENT) by one block.
 template <u32 RB>
 __device__ __forceinline__ void fr_build(const View& t, const gh::two_level::Regions<K, V>& g, const u32* offsets,
-                                         const View::raw* words, View::raw* deferred) {
+                                         const u32* ends, const View::raw* words, View::raw* deferred) {
     typedef View::raw raw;
     constexpr u32 SUBS = Tl<RB>::SUBS, PEND = Tl<RB>::PEND;
     extern __shared__ __align__(16) unsigned char smem[];
@@ -1938,7 +1972,7 @@ __device__ __forceinline__ void fr_build(const View& t, const gh::two_level::Reg
     const u32 subs = (u32)min((u64)SUBS, g.count - sub0);
     const u64 first = sub0 * RB;
     const u32 slots = subs * RB * TL_S;
-    const u32 begin = offsets[r], n = offsets[r + 1] - begin;
+    const u32 begin = offsets[r], n = ends[r] - begin;
     const raw* bin = words + begin;
     for (u32 j = threadIdx.x; j < slots; j += blockDim.x) img[j] = FR_EMPTY;
     for (u32 i = threadIdx.x; i < min(n, FR_CACHE); i += blockDim.x) copy_async<8>(cache + i, bin + i);
@@ -2053,11 +2087,12 @@ __device__ __forceinline__ void fr_build(const View& t, const gh::two_level::Reg
 // assigns or inserts if absent (the host launches GH_FRESH_THREADS threads
 // a block and 48 KiB of shared memory plus TL_WAITING entries).
 extern "C" __global__ void __launch_bounds__(GH_FRESH_THREADS, 3)
-    gh_region_build_fresh(View t, const u32* offsets, const View::raw* words, View::raw* deferred) {
+    gh_region_build_fresh(View t, const u32* offsets, const u32* ends, const View::raw* words, View::raw* deferred) {
+    if (t.meta->counters[1]) return;  // an open bin overflowed: the host partitions again
     if constexpr (View::WORD_BYTES == 16) {
         const gh::two_level::Regions<K, V> g(t);
-        if (g.rb == TL_LARGE) fr_build<TL_LARGE>(t, g, offsets, words, deferred);
-        else fr_build<TL_SMALL>(t, g, offsets, words, deferred);
+        if (g.rb == TL_LARGE) fr_build<TL_LARGE>(t, g, offsets, ends, words, deferred);
+        else fr_build<TL_SMALL>(t, g, offsets, ends, words, deferred);
     }
 }
 #endif  // the build of each scheme

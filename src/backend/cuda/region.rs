@@ -10,13 +10,18 @@
 //! next one (`kernels/bulk.cu`, "region build").
 //!
 //! The sort is a radix partition of the region index in one pass (up to 256
-//! regions) or two (high digit, then low digit within each high bin). One
-//! histogram of the regions and its prefix sum serve both passes, so bins
-//! are packed exactly (region r's pairs at `offsets[r]..offsets[r + 1]`)
-//! and no key is deferred for lack of room. Each pass is one scatter that
-//! ranks a tile of keys by bin in shared memory, reserves the tile's range
-//! of each bin (a global atomic per bin and tile, not per key) and writes
-//! runs from a shared-memory grouping while the next tile streams in.
+//! regions) or two (high digit, then low digit within each high bin). Each
+//! pass is one scatter that ranks a tile of keys by bin in shared memory,
+//! reserves the tile's range of each bin (a global atomic per bin and tile,
+//! not per key) and writes runs from a shared-memory grouping while the
+//! next tile streams in. Where a batch has enough keys per region, the bins
+//! are open: each region gets its mean share of places and eight standard
+//! deviations of a uniform hash's spread more, the scatters fill them from
+//! their starts, and no histogram pass is needed. A batch that overflows a
+//! bin (skewed keys) leaves the table as it was and is partitioned again
+//! with packed bins: one histogram of the regions and its prefix sum serve
+//! both passes, so region r's pairs lie exactly at `offsets[r]..offsets[r +
+//! 1]` (see [`open_bin`]).
 //!
 //! **Building a region.** A block loads its region (streaming it into shared
 //! memory while it counts its bin's keys per home bucket; a table the host
@@ -63,8 +68,9 @@
 //! below), or else a copy of a stored or earlier key.
 //!
 //! **Scratch memory is kept for reuse.** The partition needs two copies of
-//! the batch as packed words plus a list of deferred words: `3 * n * word`
-//! bytes for `n` keys (1.5 GB for 2^26 u32 pairs). Batch positions are not
+//! the batch as words binned by region (open bins take up to a quarter
+//! more) plus a list of deferred words: up to `3.5 * n * word` bytes for `n`
+//! keys (1.6 GB for 2^26 u32 pairs). Batch positions are not
 //! carried along: the few keys deferred to the plain kernel travel as pairs,
 //! and if the table refuses any of them, a search of the batch for those
 //! keys finds their positions. Allocating that inside every call cost more than the build, so a
@@ -268,10 +274,50 @@ impl RegionKernels {
     }
 }
 
+/// Open bins: where a batch has enough keys per region, the partition skips
+/// the histogram, its pass over the batch that hashes every key (0.14-0.26
+/// ms of a 2^26-key build on an H200). Every region's bin gets the same
+/// number of places, a quarter more than its mean share, and the scatters
+/// fill the bins from their starts (a bin's end is where its cursor stops).
+/// Bins are open only where that quarter is at least eight standard
+/// deviations of a uniform hash's spread; copies of a key widen the spread
+/// (an aggregation's 16 copies a key overflowed bins of only eight
+/// deviations on an H100), hence the whole quarter rather than the least.
+/// A bin that a skewed or adversarial batch overflows keeps the table as it
+/// was: the scatter flags it, the build does nothing, and the batch is
+/// partitioned again, packed after a histogram (costing the wasted passes).
+/// Insert-or-apply batches, which repeat keys by design, first count a
+/// sample of their keys: a skewed sample chooses the keys to combine, and a
+/// sample whose largest region, scaled up, would not fit an open bin takes
+/// packed bins at once (see `insert_regions`). Returns the places per bin, or 0 where the quarter
+/// is too narrow (fewer than about 1500 keys a region) or offsets would
+/// pass u32.
+fn open_bin(n: u64, regions: u64) -> u32 {
+    let regions = regions.max(1);
+    let mean = n.div_ceil(regions);
+    let cap = n * 5 / 4 / regions;
+    if cap < mean + 8 * mean.isqrt() + 64 || (cap * regions) as u128 + n as u128 >= u32::MAX as u128 {
+        return 0;
+    }
+    cap as u32
+}
+
+/// Keys of an insert-or-apply batch of `n` that the histogram counts to
+/// find a skewed batch before open bins: the first sixteenth, at least
+/// 2^20 (or the whole batch).
+fn skew_sample(n: u64) -> u64 {
+    (n / 16).max(n.min(1 << 20))
+}
+
 /// How the partition splits a batch of `n` keys over `regions` regions.
 #[derive(Debug, Clone, Copy, PartialEq)]
 struct Plan {
     regions: u64,
+    /// Places of every region's open bin, or 0 where the bins are packed
+    /// (see [`open_bin`]).
+    open: u32,
+    /// Words each of the two bin buffers holds: `n` packed, `regions * open` open.
+    words: u64,
     /// Pass 1 bins by `region >> shift`; zero means one pass, by region.
     shift: u32,
     /// Bins of pass 1.
@@ -282,7 +328,7 @@ struct Plan {
 }
 
 impl Plan {
-    fn new(n: u64, regions: u64, sms: u64, word_bytes: usize, two_pass: bool) -> Plan {
+    fn new(n: u64, regions: u64, sms: u64, word_bytes: usize, two_pass: bool, open: bool) -> Plan {
         // Two digits of about equal width: a few hundred bins per pass for
         // 2^14 regions, so runs of one bin in a 4096-key tile are long.
         let one_pass = regions <= ONE_PASS_REGIONS && !two_pass;
@@ -292,7 +338,14 @@ impl Plan {
         let parts1 = n.div_ceil(tile(word_bytes)).clamp(1, blocks);
         // No more parts of a pass-1 bin than it has tiles, on average.
         let parts2 = (blocks * SCATTER2_WAVES / bins1).min(n.div_ceil(bins1 * tile(word_bytes))).max(1);
-        Plan { regions, shift, bins1, parts1, parts2 }
+        let open = if open { open_bin(n, regions) } else { 0 };
+        let words = if open > 0 { regions * open as u64 } else { n };
+        Plan { regions, open, words, shift, bins1, parts1, parts2 }
+    }
+
+    /// The same split with packed bins.
+    fn packed(self, n: u64) -> Plan {
+        Plan { open: 0, words: n, ..self }
     }
 
     fn two_pass(&self) -> bool {
@@ -332,7 +385,8 @@ pub(crate) struct RegionScratch {
     cursor: Option<CudaSlice<u32>>,
     seg_off: Option<CudaSlice<u32>>,
     cursor1: Option<CudaSlice<u32>>,
-    /// Set by the scan when an insert-or-apply batch is skewed (one word),
+    /// Set by the scan when an insert-or-apply batch is skewed (a word, and
+    /// a second for the largest count of an open-bins sample),
     /// and then a byte per region: whether its keys are combined.
     skewed: Option<CudaSlice<u32>>,
     heavy: Option<CudaSlice<u8>>,
@@ -351,16 +405,17 @@ impl RegionScratch {
     /// `deferred` in [`Self::reserve`]) for `n` keys of `word` bytes; the
     /// rest are sized by the regions.
     fn batch_bytes(n: u64, word: usize) -> u128 {
-        3 * n as u128 * word as u128
+        // Open bins take up to a quarter more (see `open_bin`).
+        7 * n as u128 * word as u128 / 2
     }
 
     /// Grows every buffer to what a batch of `n` keys of `word` bytes and `plan` needs.
     fn reserve(&mut self, stream: &Arc<CudaStream>, n: u64, word: usize, plan: &Plan) -> Result<()> {
-        let n = n as usize;
+        let (n, bins) = (n as usize, plan.words.max(n) as usize);
         let r = plan.regions as usize;
-        ensure(stream, &mut self.words, n * word)?;
+        ensure(stream, &mut self.words, bins * word)?;
         // Also the deferred pairs (keys, then values from a 16-byte boundary), so always there.
-        ensure(stream, &mut self.mid_words, n * word + 16)?;
+        ensure(stream, &mut self.mid_words, bins * word + 16)?;
         ensure(stream, &mut self.deferred, n * word)?;
         ensure(stream, &mut self.spills, r * SPILL_BYTES as usize)?;
         ensure(stream, &mut self.spill_count, r)?;
@@ -369,7 +424,7 @@ impl RegionScratch {
         ensure(stream, &mut self.cursor, r)?;
         ensure(stream, &mut self.seg_off, plan.bins1 as usize + 1)?;
         ensure(stream, &mut self.cursor1, plan.bins1 as usize)?;
-        ensure(stream, &mut self.skewed, 1)?;
+        ensure(stream, &mut self.skewed, 2)?;
         ensure(stream, &mut self.heavy, r)
     }
 }
@@ -464,7 +519,7 @@ pub(crate) fn suits(n: u64, t: Shape) -> bool {
 
 /// Most keys one region build takes: larger batches are built in chunks of
 /// at most this many (or the table's slots, if more), which bounds the
-/// scratch memory (`3 * chunk * word` bytes, what an insert of 2^26 new
+/// scratch memory (up to `3.5 * chunk * word` bytes, what an insert of 2^26 new
 /// keys takes anyway). Each chunk costs a full partition's fixed costs, a
 /// read of the counters and a pass over the whole table, so chunks are as
 /// large as that bound allows.
@@ -534,168 +589,244 @@ impl<K: Key, V: Value> CudaTable<K, V> {
             }
             _ => self.probe.buckets.div_ceil(REGION_BUCKETS),
         };
-        let plan = Plan::new(n, regions, self.sms, word, self.config.region_build.two_pass());
+        let mut plan = Plan::new(n, regions, self.sms, word, self.config.region_build.two_pass(), true);
         let stream = self.stream.clone();
         let ordinal = self.ctx.ordinal();
         let dev = move |err| super::driver_error(ordinal, err);
 
         let mut taken = Taken::new(ordinal);
         if taken.scratch.reserve(&stream, n, word, &plan).is_err() {
-            // No room for the scratch: the plain kernel needs none.
-            drop(taken);
-            return self.insert_plain(keys, values, mode);
+            // No room for open bins: packed ones; without room for those
+            // either, the plain kernel, which needs none.
+            plan = plan.packed(n);
+            if taken.scratch.reserve(&stream, n, word, &plan).is_err() {
+                drop(taken);
+                return self.insert_plain(keys, values, mode);
+            }
         }
-        self.zero_counters()?;
         let (m, op) = super::mode_codes(mode);
-        let view = self.kernel_view();
-        let s = &mut taken.scratch;
-        let words = s.words.as_mut().expect("reserved");
-        let mid_words = s.mid_words.as_mut().expect("reserved");
-        let deferred = s.deferred.as_mut().expect("reserved");
-        let counts = s.counts.as_mut().expect("reserved");
-        let offsets = s.offsets.as_mut().expect("reserved");
-        let cursor = s.cursor.as_mut().expect("reserved");
-        let seg_off = s.seg_off.as_mut().expect("reserved");
-        let cursor1 = s.cursor1.as_mut().expect("reserved");
-        let spills = s.spills.as_mut().expect("reserved");
-        let spill_count = s.spill_count.as_mut().expect("reserved");
+        // Twice at most: an open bin that overflows leaves the table as it
+        // was, and the batch is partitioned again, packed.
+        let meta = loop {
+            self.zero_counters()?;
+            let view = self.kernel_view();
+            let s = &mut taken.scratch;
+            let words = s.words.as_mut().expect("reserved");
+            let mid_words = s.mid_words.as_mut().expect("reserved");
+            let deferred = s.deferred.as_mut().expect("reserved");
+            let counts = s.counts.as_mut().expect("reserved");
+            let offsets = s.offsets.as_mut().expect("reserved");
+            let cursor = s.cursor.as_mut().expect("reserved");
+            let seg_off = s.seg_off.as_mut().expect("reserved");
+            let cursor1 = s.cursor1.as_mut().expect("reserved");
+            let spills = s.spills.as_mut().expect("reserved");
+            let spill_count = s.spill_count.as_mut().expect("reserved");
 
-        let part = |blocks_x: u64, blocks_y: u64, shared: u32| LaunchConfig {
-            grid_dim: (blocks_x as u32, blocks_y as u32, 1),
-            block_dim: (THREADS, 1, 1),
-            shared_mem_bytes: shared,
-        };
-        let scan_cfg = LaunchConfig { grid_dim: (1, 1, 1), block_dim: (1024, 1, 1), shared_mem_bytes: 0 };
-
-        // Keys per region, then the region offsets (and the pass-1 bin
-        // offsets among them): exact places for both passes.
-        let (regions, shift, bins1) = (plan.regions as u32, plan.shift, plan.bins1 as u32);
-        let r = plan.regions as usize;
-        stream.memset_zeros(&mut counts.slice_mut(0..r)).map_err(dev)?;
-        // Insert-or-apply combines the copies of a key within each tile of
-        // pass 1 (every reduction is commutative) when the batch is skewed:
-        // some region gets more keys than a fair share of the blocks that
-        // build at once, so its block would finish long after the others
-        // (zipf keys ran 7x slower than uniform ones on an H100). The first
-        // scan tells, and marks the heavy regions, whose keys are combined;
-        // a second histogram then counts the combined tiles, with as many
-        // blocks as pass 1 so both see the same tiles, and a second scan
-        // places them. Both do nothing for a batch not skewed. (Combining
-        // every key of a batch doubled its partition's time on an H100.)
-        let combine = match mode {
-            InsertMode::Apply(_) => op,
-            _ => NO_COMBINE,
-        };
-        let combine_from = if combine == NO_COMBINE { 0 } else { skew_from(n, self.sms) };
-        let skewed = s.skewed.as_mut().expect("reserved");
-        let heavy = s.heavy.as_mut().expect("reserved");
-        let (local, hist_shared, hist_blocks, hist_threads) = plan.hist(self.sms);
-        let local = local as u32;
-        let mut histogram = |combining: u32| -> Result<()> {
-            let (blocks, shared) = match combining {
-                0 => (hist_blocks, hist_shared),
-                _ => (plan.parts1, hist_shared + combine_shared_bytes(word, std::mem::size_of::<K>())),
+            let part = |blocks_x: u64, blocks_y: u64, shared: u32| LaunchConfig {
+                grid_dim: (blocks_x as u32, blocks_y as u32, 1),
+                block_dim: (THREADS, 1, 1),
+                shared_mem_bytes: shared,
             };
-            // Without room for the local histogram (beside the combining
-            // table, if any), the block counts in global memory.
-            let (local, shared) = if shared > rk.hist_max { (0, shared - hist_shared) } else { (local, shared) };
-            let mut b = stream.launch_builder(&rk.hist);
-            b.arg(&view).arg(keys).arg(&n).arg(&regions).arg(&local).arg(&combining).arg(&*skewed);
-            b.arg(&*heavy).arg(&mut *counts);
-            let mut cfg = part(blocks, 1, shared);
-            if combining == 0 {
-                cfg.block_dim.0 = hist_threads;
-            }
-            // Safety: arguments match gh_region_hist; counts holds `regions`
-            // entries, and so does the shared histogram when local, after
-            // the combining table and the tile's keys when combining.
-            unsafe { b.launch(cfg) }.map_err(dev)?;
-            let mut b = stream.launch_builder(&rk.scan);
-            b.arg(&mut *counts).arg(&regions).arg(&shift).arg(&mut *offsets).arg(&mut *cursor);
-            b.arg(&mut *seg_off).arg(&mut *cursor1).arg(&combine_from).arg(&combining).arg(&mut *skewed);
-            b.arg(&mut *heavy);
-            // Safety: arguments match gh_region_scan; offsets hold regions + 1
-            // entries, the cursors regions, seg_off bins1 + 1 and cursor1 bins1
-            // (the last two written only with two passes), skewed one, heavy
-            // regions (written, and read later, only when skewed).
-            unsafe { b.launch(scan_cfg) }.map(|_| ()).map_err(dev)
-        };
-        histogram(0)?;
-        if combine != NO_COMBINE {
-            histogram(1)?;
-        }
+            let scan_cfg = LaunchConfig { grid_dim: (1, 1, 1), block_dim: (1024, 1, 1), shared_mem_bytes: 0 };
 
-        // Pass 1: the batch by `region >> shift`, into `mid` (two passes) or
-        // straight into the region bins (one pass).
-        let (w1, c1) = if plan.two_pass() { (&mut *mid_words, &mut *cursor1) } else { (&mut *words, &mut *cursor) };
-        let mut b = stream.launch_builder(&rk.scatter1);
-        b.arg(&view).arg(keys).arg(values).arg(&n).arg(&shift).arg(&bins1).arg(&mut *c1);
-        b.arg(&mut *w1).arg(&mut *deferred).arg(&combine).arg(&*skewed).arg(&*heavy);
-        // Safety: arguments match gh_region_scatter1; the bins hold n words
-        // (the counts sum to at most n), the deferred list n words, the
-        // cursors one per bin.
-        unsafe { b.launch(part(plan.parts1, 1, scatter_shared_bytes(word, plan.bins1))) }.map_err(dev)?;
-
-        if plan.two_pass() {
-            // Pass 2: each pass-1 bin by `region & (2^shift - 1)`, into the region bins.
-            let mut b = stream.launch_builder(&rk.scatter2);
-            b.arg(&view).arg(&*mid_words).arg(&shift).arg(&*seg_off).arg(&mut *cursor).arg(&mut *words);
-            // Safety: arguments match gh_region_scatter2; pass 1 filled
-            // mid_words[..seg_off[bins1]], and the region bins hold as many.
-            unsafe { b.launch(part(plan.parts2, plan.bins1, scatter_shared_bytes(word, 1 << shift))) }.map_err(dev)?;
-        }
-
-        let cfg = LaunchConfig {
-            grid_dim: (plan.regions as u32, 1, 1),
-            block_dim: (THREADS, 1, 1),
-            shared_mem_bytes: BUILD_SHARED_BYTES as u32,
-        };
-        // Counting pays only in EMPTY regions: with as many keys (or
-        // tombstones) as regions, at most about a third of them are.
-        let try_count = (self.live + self.tombstones < plan.regions) as u32;
-        // A table known to be all EMPTY is not read: the build starts from
-        // EMPTY regions (a third of its traffic at load 0.5, for u64 pairs).
-        let fresh = self.pristine.swap(false, Ordering::Relaxed) as u32;
-        match &rk.fresh {
-            // Where no value is combined, a fresh table of 16-byte slots is
-            // built from slot indices (u64 inserts into 2^27 slots 2% faster
-            // at load 0.5 and 10% at 0.9 than the slot-wide build, H200).
-            Some(f) if fresh == 1 && word == 16 && !matches!(mode, InsertMode::Apply(_)) => {
-                let cfg = LaunchConfig {
-                    block_dim: (FRESH_THREADS, 1, 1),
-                    shared_mem_bytes: FRESH_SHARED_BYTES as u32,
-                    ..cfg
+            // Keys per region, then the region offsets (and the pass-1 bin
+            // offsets among them): exact places for both passes; with open
+            // bins, a quarter more places than every region's share.
+            let (regions, shift, bins1) = (plan.regions as u32, plan.shift, plan.bins1 as u32);
+            let r = plan.regions as usize;
+            // Insert-or-apply combines the copies of a key within each tile of
+            // pass 1 (every reduction is commutative) when the batch is skewed:
+            // some region gets more keys than a fair share of the blocks that
+            // build at once, so its block would finish long after the others
+            // (zipf keys ran 7x slower than uniform ones on an H100). The first
+            // scan tells, and marks the heavy regions, whose keys are combined;
+            // a second histogram then counts the combined tiles, with as many
+            // blocks as pass 1 so both see the same tiles, and a second scan
+            // places them. Both do nothing for a batch not skewed. (Combining
+            // every key of a batch doubled its partition's time on an H100.)
+            let combine = match mode {
+                InsertMode::Apply(_) => op,
+                _ => NO_COMBINE,
+            };
+            let combine_from = if combine == NO_COMBINE { 0 } else { skew_from(n, self.sms) };
+            let skewed = s.skewed.as_mut().expect("reserved");
+            let heavy = s.heavy.as_mut().expect("reserved");
+            let (local, hist_shared, hist_blocks, hist_threads) = plan.hist(self.sms);
+            let (local, parts1) = (local as u32, plan.parts1);
+            // Counts the first `counted` keys (none: 0) by region and scans the
+            // counts, or with `uniform` nonzero gives each region that many
+            // places, the counts telling skew only; returns, if `check`,
+            // *skewed and the largest count (open bins' sample).
+            let mut histogram = |counted: u64, combining: u32, from: u32, uniform: u32, check: bool| -> Result<[u32; 2]> {
+                let (blocks, shared) = match combining {
+                    0 => (hist_blocks, hist_shared),
+                    _ => (parts1, hist_shared + combine_shared_bytes(word, std::mem::size_of::<K>())),
                 };
-                let mut b = stream.launch_builder(f);
-                b.arg(&view).arg(&*offsets).arg(&*words).arg(&mut *deferred);
-                // Safety: arguments match gh_region_build_fresh; one block
-                // per region, with its slot indices, keys and waiting list in
-                // shared memory; offsets[regions] is at most n and the
-                // deferred list holds n words.
-                unsafe { b.launch(cfg) }.map_err(dev)?;
+                // Without room for the local histogram (beside the combining
+                // table, if any), the block counts in global memory.
+                let (local, shared) = if shared > rk.hist_max { (0, shared - hist_shared) } else { (local, shared) };
+                if counted > 0 {
+                    if combining == 0 {
+                        stream.memset_zeros(&mut counts.slice_mut(0..regions as usize)).map_err(dev)?;
+                    }
+                    let mut b = stream.launch_builder(&rk.hist);
+                    b.arg(&view).arg(keys).arg(&counted).arg(&regions).arg(&local).arg(&combining).arg(&*skewed);
+                    b.arg(&*heavy).arg(&mut *counts);
+                    let mut cfg = part(blocks, 1, shared);
+                    if combining == 0 {
+                        cfg.block_dim.0 = hist_threads;
+                    }
+                    // Safety: arguments match gh_region_hist; counted <= n keys;
+                    // counts holds `regions` entries, and so does the shared
+                    // histogram when local, after the combining table and the
+                    // tile's keys when combining.
+                    unsafe { b.launch(cfg) }.map_err(dev)?;
+                }
+                let mut b = stream.launch_builder(&rk.scan);
+                b.arg(&mut *counts).arg(&regions).arg(&shift).arg(&mut *offsets).arg(&mut *cursor);
+                b.arg(&mut *seg_off).arg(&mut *cursor1).arg(&from).arg(&combining).arg(&mut *skewed);
+                b.arg(&mut *heavy).arg(&uniform);
+                // Safety: arguments match gh_region_scan; offsets hold regions + 1
+                // entries, the cursors regions, seg_off bins1 + 1 and cursor1 bins1
+                // (the last two written only with two passes), skewed two, heavy
+                // regions (written, and read later, only when skewed); counts
+                // are read only where they were just counted.
+                unsafe { b.launch(scan_cfg) }.map_err(dev)?;
+                let mut got = [0u32; 2];
+                if check {
+                    stream.memcpy_dtoh(&skewed.slice(0..2), &mut got).map_err(dev)?;
+                }
+                Ok(got)
+            };
+            if plan.open > 0 {
+                // An insert-or-apply batch's sample, counted, tells whether to
+                // combine copies (as the full histogram would, scaled); a skewed
+                // batch takes packed bins, where the histogram of the combined
+                // tiles sizes its hot regions' bins.
+                // So does a batch whose largest region, scaled up from the
+                // sample with four deviations of the sampling, would
+                // overflow its open bin (many copies of each key).
+                let sample = if combine == NO_COMBINE { 0 } else { skew_sample(n) };
+                let from = if sample > 0 { (combine_from as u64 * sample / n).max(1) as u32 } else { 0 };
+                let [skew, top] = histogram(sample, 0, from, plan.open, sample > 0)?;
+                let top = top as f64;
+                if skew != 0 || (top + 4.0 * top.sqrt()) * (n as f64 / sample.max(1) as f64) > plan.open as f64 {
+                    plan = plan.packed(n);
+                }
             }
-            _ => {
-                let mut b = stream.launch_builder(&rk.build);
-                b.arg(&view).arg(&*offsets).arg(&*words).arg(&mut *spills).arg(&mut *spill_count);
-                b.arg(&mut *deferred).arg(&m).arg(&op).arg(&try_count).arg(&fresh).arg(&*skewed);
-                // Safety: arguments match gh_region_build; one block per
-                // region, each with the region and its counters in shared
-                // memory; offsets[regions] is at most n, the deferred list
-                // holds n words, the spill lists SPILL_BYTES per region.
-                unsafe { b.launch(cfg) }.map_err(dev)?;
+            if plan.open == 0 {
+                histogram(n, 0, combine_from, 0, false)?;
+                if combine != NO_COMBINE {
+                    histogram(n, 1, combine_from, 0, false)?;
+                }
             }
-        }
-        if let Some((spill, _)) = &rk.linear {
-            let spill_cfg = LaunchConfig { shared_mem_bytes: 0, ..cfg };
-            let regions = plan.regions;
-            let mut b = stream.launch_builder(spill);
-            b.arg(&view).arg(&regions).arg(&*spill_count).arg(&*spills).arg(&mut *deferred);
-            // Safety: arguments match gh_region_spill; the build wrote every
-            // region's spill count and the lists they count.
-            unsafe { b.launch(spill_cfg) }.map_err(dev)?;
-        }
+            let null = 0u64; // a pointer argument that is not there
 
-        let meta = self.read_meta()?;
+            // Pass 1: the batch by `region >> shift`, into `mid` (two passes) or
+            // straight into the region bins (one pass).
+            let (w1, c1) = if plan.two_pass() { (&mut *mid_words, &mut *cursor1) } else { (&mut *words, &mut *cursor) };
+            let mut b = stream.launch_builder(&rk.scatter1);
+            b.arg(&view).arg(keys).arg(values).arg(&n).arg(&shift).arg(&bins1).arg(&mut *c1);
+            // Open bins end where the next begins (the last at the total).
+            let limit1 = if plan.two_pass() { seg_off.slice(1..) } else { offsets.slice(1..) };
+            if plan.open > 0 {
+                b.arg(&limit1);
+            } else {
+                b.arg(&null);
+            }
+            b.arg(&mut *w1).arg(&mut *deferred).arg(&combine).arg(&*skewed).arg(&*heavy);
+            // Safety: arguments match gh_region_scatter1; the bins hold
+            // plan.words words (packed: the counts sum to at most n; open: no
+            // run is written past its bin's limit), the deferred list n words,
+            // the cursors and limits one per bin.
+            unsafe { b.launch(part(plan.parts1, 1, scatter_shared_bytes(word, plan.bins1))) }.map_err(dev)?;
+
+            if plan.two_pass() {
+                // Pass 2: each pass-1 bin by `region & (2^shift - 1)`, into the region bins.
+                // A pass-1 bin ends where pass 1 left its cursor (open), or
+                // where the next begins (packed).
+                let (seg_end, region_end) = (seg_off.slice(1..), offsets.slice(1..));
+                let mut b = stream.launch_builder(&rk.scatter2);
+                b.arg(&view).arg(&*mid_words).arg(&shift).arg(&*seg_off);
+                if plan.open > 0 {
+                    b.arg(&*cursor1).arg(&mut *cursor).arg(&region_end);
+                } else {
+                    b.arg(&seg_end).arg(&mut *cursor).arg(&null);
+                }
+                b.arg(&mut *words);
+                // Safety: arguments match gh_region_scatter2; pass 1 filled each
+                // pass-1 bin up to its end (open bins: unless a bin overflowed,
+                // which pass 2 checks first), and the region bins hold as many
+                // (open: no run is written past its region's limit).
+                unsafe { b.launch(part(plan.parts2, plan.bins1, scatter_shared_bytes(word, 1 << shift))) }.map_err(dev)?;
+            }
+
+            let cfg = LaunchConfig {
+                grid_dim: (plan.regions as u32, 1, 1),
+                block_dim: (THREADS, 1, 1),
+                shared_mem_bytes: BUILD_SHARED_BYTES as u32,
+            };
+            // Counting pays only in EMPTY regions: with as many keys (or
+            // tombstones) as regions, at most about a third of them are.
+            let try_count = (self.live + self.tombstones < plan.regions) as u32;
+            // A table known to be all EMPTY is not read: the build starts from
+            // EMPTY regions (a third of its traffic at load 0.5, for u64 pairs).
+            let fresh = self.pristine.swap(false, Ordering::Relaxed) as u32;
+            // Region r's bin ends where its cursor stopped (open) or where the
+            // next bin begins (packed).
+            let ends = if plan.open > 0 { cursor.slice(0..r) } else { offsets.slice(1..) };
+            match &rk.fresh {
+                // Where no value is combined, a fresh table of 16-byte slots is
+                // built from slot indices (u64 inserts into 2^27 slots 2% faster
+                // at load 0.5 and 10% at 0.9 than the slot-wide build, H200).
+                Some(f) if fresh == 1 && word == 16 && !matches!(mode, InsertMode::Apply(_)) => {
+                    let cfg = LaunchConfig {
+                        block_dim: (FRESH_THREADS, 1, 1),
+                        shared_mem_bytes: FRESH_SHARED_BYTES as u32,
+                        ..cfg
+                    };
+                    let mut b = stream.launch_builder(f);
+                    b.arg(&view).arg(&*offsets).arg(&ends).arg(&*words).arg(&mut *deferred);
+                    // Safety: arguments match gh_region_build_fresh; one block
+                    // per region, with its slot indices, keys and waiting list in
+                    // shared memory; each bin lies within the plan.words words of
+                    // `words` (or an open bin overflowed and the kernel returns)
+                    // and the deferred list holds n words.
+                    unsafe { b.launch(cfg) }.map_err(dev)?;
+                }
+                _ => {
+                    let mut b = stream.launch_builder(&rk.build);
+                    b.arg(&view).arg(&*offsets).arg(&ends).arg(&*words).arg(&mut *spills).arg(&mut *spill_count);
+                    b.arg(&mut *deferred).arg(&m).arg(&op).arg(&try_count).arg(&fresh).arg(&*skewed);
+                    // Safety: arguments match gh_region_build; one block per
+                    // region, each with the region and its counters in shared
+                    // memory; each bin lies within the plan.words words of
+                    // `words` (or an open bin overflowed and the kernel returns),
+                    // the deferred list holds n words, the spill lists
+                    // SPILL_BYTES per region.
+                    unsafe { b.launch(cfg) }.map_err(dev)?;
+                }
+            }
+            if let Some((spill, _)) = &rk.linear {
+                let spill_cfg = LaunchConfig { shared_mem_bytes: 0, ..cfg };
+                let regions = plan.regions;
+                let mut b = stream.launch_builder(spill);
+                b.arg(&view).arg(&regions).arg(&*spill_count).arg(&*spills).arg(&mut *deferred);
+                // Safety: arguments match gh_region_spill; the build wrote every
+                // region's spill count and the lists they count.
+                unsafe { b.launch(spill_cfg) }.map_err(dev)?;
+            }
+
+            let meta = self.read_meta()?;
+            if plan.open > 0 && meta[1] != 0 {
+                // An open bin overflowed (counters[1], which no build kernel
+                // counts): nothing was built. Again, with packed bins.
+                self.pristine.store(fresh == 1, Ordering::Relaxed);
+                plan = plan.packed(n);
+                continue;
+            }
+            break meta;
+        };
         // The build kernels count new keys only (meta[1] is not theirs); see below.
         let (inserted, ndeferred) = (meta[0], meta[2]);
         // Out-of-band keys are always deferred, so every key counted here took a slot.
@@ -901,9 +1032,11 @@ mod tests {
         assert_eq!(chunk_len(3 << 27, sum, 0, slots, buckets), Some(3 << 27));
         assert_eq!(chunk_len((5 << 27) + 1, sum, 0, slots, buckets), Some((5 << 26) + 1));
         let tight = |n, room| super::chunk_len(n, sum, Shape { room, ..shape(Scheme::Linear, 8, 0, slots, buckets) }, RegionBuild::Auto);
-        assert_eq!(tight(1 << 30, 3 * 8 << 29), Some(1 << 29), "room for the scratch of 2^29 8-byte pairs");
-        assert_eq!(tight(1 << 30, (3 * 8 << 29) - 1), Some(1 << 27));
-        assert_eq!(tight(3 << 27, 3 * 8 * (3 << 27)), Some(3 << 27), "room for the batch's scratch");
+        // (3.5 words a key: two binned copies, open bins up to a quarter
+        // larger, and the deferred list.)
+        assert_eq!(tight(1 << 30, 7 * 8 << 28), Some(1 << 29), "room for the scratch of 2^29 8-byte pairs");
+        assert_eq!(tight(1 << 30, (7 * 8 << 28) - 1), Some(1 << 27));
+        assert_eq!(tight(3 << 27, 7 * 8 * (3 << 27) / 2), Some(3 << 27), "room for the batch's scratch");
         assert_eq!(tight(1 << 30, 0), Some(1 << 27));
         assert_eq!(tight(3 << 27, 0), Some(1 << 27));
         // TARGETS' aggregation: 2^26 inputs into 2^23 slots, one build;
@@ -948,32 +1081,61 @@ mod tests {
     #[test]
     fn plans_split_regions_into_two_digits() {
         // 2^27 eight-byte slots: 2^14 regions, 128 bins per pass.
-        let p = Plan::new(1 << 26, 1 << 14, 132, 8, false);
+        let p = Plan::new(1 << 26, 1 << 14, 132, 8, false, false);
         assert_eq!((p.shift, p.bins1), (7, 128));
         assert_eq!(p.parts1, 396, "one wave of three blocks per SM");
         assert_eq!(p.parts2, 24, "eight waves of pass-2 blocks");
-        assert_eq!(Plan::new(1 << 20, 1 << 14, 132, 8, false).parts2, 2, "no more parts than tiles");
+        assert_eq!(Plan::new(1 << 20, 1 << 14, 132, 8, false, false).parts2, 2, "no more parts than tiles");
         // Regions not a power of two: the last pass-1 bin is partial.
-        let p = Plan::new(1 << 20, 1000, 132, 16, false);
+        let p = Plan::new(1 << 20, 1000, 132, 16, false, false);
         assert_eq!((p.shift, p.bins1), (5, 32));
         assert!(p.bins1 << p.shift >= 1000);
         // Few regions: one pass, by region.
-        let p = Plan::new(1 << 20, 200, 132, 8, false);
+        let p = Plan::new(1 << 20, 200, 132, 8, false, false);
         assert_eq!((p.shift, p.bins1), (0, 200));
         assert!(!p.two_pass());
         // The tests' tables of 4 and 8 regions, forced to two passes.
-        let p = Plan::new(1 << 14, 4, 132, 8, true);
+        let p = Plan::new(1 << 14, 4, 132, 8, true, false);
         assert_eq!((p.shift, p.bins1), (1, 2));
-        let p = Plan::new(1 << 14, 5, 132, 16, true);
+        let p = Plan::new(1 << 14, 5, 132, 16, true, false);
         assert_eq!((p.shift, p.bins1), (1, 3));
-        assert!(Plan::new(1 << 14, 2, 132, 8, true).shift == 0, "two regions: one pass");
+        assert!(Plan::new(1 << 14, 2, 132, 8, true, false).shift == 0, "two regions: one pass");
         // The most regions stay within the kernels' u16 bins and 4096 per pass.
-        let p = Plan::new(1 << 30, MAX_REGIONS, 132, 8, false);
+        let p = Plan::new(1 << 30, MAX_REGIONS, 132, 8, false, false);
         assert!(p.bins1 <= 4096 && (1u64 << p.shift) <= 4096);
         // Scatter shared memory fits three blocks per SM on an H100/H200
         // (1 KiB of each block's 228 KiB share is the system's).
         assert!(scatter_shared_bytes(8, 128) * 3 <= 225 << 10);
         assert!(scatter_shared_bytes(16, 128) * 3 <= 225 << 10);
         assert!(scatter_shared_bytes(16, 4096) <= 227 << 10);
+    }
+
+    #[test]
+    fn open_bins_take_a_quarter_more_than_the_share() {
+        // The aggregation: 2^26 keys over 1024 regions, a quarter more places.
+        let p = Plan::new(1 << 26, 1 << 10, 132, 8, false, true);
+        assert_eq!(p.open, 65536 + 16384);
+        assert_eq!(p.words, 1024 * p.open as u64);
+        // u64 inserts into 2^27 slots at load 0.5: 2^15 regions, 2048 keys
+        // each, 512 more places (8 deviations and 64 need 2472).
+        let p = Plan::new(1 << 26, 1 << 15, 132, 16, false, true);
+        assert_eq!(p.open, 2560);
+        assert!(p.words * 4 <= 5 << 26);
+        assert_eq!(open_bin(1400 << 15, 1 << 15), 0, "a quarter of 1400 keys is under 8 deviations and 64");
+        assert_eq!(open_bin(1500 << 15, 1 << 15), 1875);
+        // Few keys a region: packed bins.
+        assert_eq!(Plan::new(1 << 20, 1 << 14, 132, 8, false, true).open, 0);
+        assert_eq!(Plan::new(1 << 20, 1 << 14, 132, 8, false, true).words, 1 << 20);
+        // Offsets stay within u32, the batch's words past the end included.
+        assert_eq!(open_bin(u32::MAX as u64 - 2, 4), 0);
+        // Packed again after an overflow: the same split, n words.
+        let p = Plan::new(1 << 26, 1 << 10, 132, 8, false, true);
+        let q = p.packed(1 << 26);
+        assert_eq!((q.open, q.words, q.shift, q.bins1, q.parts2), (0, 1 << 26, p.shift, p.bins1, p.parts2));
+        assert_eq!(Plan::new(1 << 26, 1 << 10, 132, 8, false, false), q);
+        // An insert-or-apply batch's skew sample.
+        assert_eq!(skew_sample(1 << 26), 1 << 22);
+        assert_eq!(skew_sample(1 << 21), 1 << 20);
+        assert_eq!(skew_sample(1000), 1000);
     }
 }
