@@ -316,8 +316,6 @@ struct Plan {
     /// Places of every region's open bin, or 0 where the bins are packed
     /// (see [`open_bin`]).
     open: u32,
-    /// Words each of the two bin buffers holds: `n` packed, `regions * open` open.
-    words: u64,
     /// Pass 1 bins by `region >> shift`; zero means one pass, by region.
     shift: u32,
     /// Bins of pass 1.
@@ -339,13 +337,18 @@ impl Plan {
         // No more parts of a pass-1 bin than it has tiles, on average.
         let parts2 = (blocks * SCATTER2_WAVES / bins1).min(n.div_ceil(bins1 * tile(word_bytes))).max(1);
         let open = if open { open_bin(n, regions) } else { 0 };
-        let words = if open > 0 { regions * open as u64 } else { n };
-        Plan { regions, open, words, shift, bins1, parts1, parts2 }
+        Plan { regions, open, shift, bins1, parts1, parts2 }
     }
 
     /// The same split with packed bins.
-    fn packed(self, n: u64) -> Plan {
-        Plan { open: 0, words: n, ..self }
+    fn packed(self) -> Plan {
+        Plan { open: 0, ..self }
+    }
+
+    /// Words each of the two bin buffers holds for `n` keys: `n` packed,
+    /// `regions * open` open.
+    fn words(&self, n: u64) -> u64 {
+        if self.open > 0 { self.regions * self.open as u64 } else { n }
     }
 
     fn two_pass(&self) -> bool {
@@ -411,7 +414,7 @@ impl RegionScratch {
 
     /// Grows every buffer to what a batch of `n` keys of `word` bytes and `plan` needs.
     fn reserve(&mut self, stream: &Arc<CudaStream>, n: u64, word: usize, plan: &Plan) -> Result<()> {
-        let (n, bins) = (n as usize, plan.words.max(n) as usize);
+        let (n, bins) = (n as usize, plan.words(n).max(n) as usize);
         let r = plan.regions as usize;
         ensure(stream, &mut self.words, bins * word)?;
         // Also the deferred pairs (keys, then values from a 16-byte boundary), so always there.
@@ -598,7 +601,7 @@ impl<K: Key, V: Value> CudaTable<K, V> {
         if taken.scratch.reserve(&stream, n, word, &plan).is_err() {
             // No room for open bins: packed ones; without room for those
             // either, the plain kernel, which needs none.
-            plan = plan.packed(n);
+            plan = plan.packed();
             if taken.scratch.reserve(&stream, n, word, &plan).is_err() {
                 drop(taken);
                 return self.insert_plain(keys, values, mode);
@@ -711,7 +714,7 @@ impl<K: Key, V: Value> CudaTable<K, V> {
                 let [skew, top] = histogram(sample, 0, from, plan.open, sample > 0)?;
                 let top = top as f64;
                 if skew != 0 || (top + 4.0 * top.sqrt()) * (n as f64 / sample.max(1) as f64) > plan.open as f64 {
-                    plan = plan.packed(n);
+                    plan = plan.packed();
                 }
             }
             if plan.open == 0 {
@@ -736,7 +739,7 @@ impl<K: Key, V: Value> CudaTable<K, V> {
             }
             b.arg(&mut *w1).arg(&mut *deferred).arg(&combine).arg(&*skewed).arg(&*heavy);
             // Safety: arguments match gh_region_scatter1; the bins hold
-            // plan.words words (packed: the counts sum to at most n; open: no
+            // plan.words(n) words (packed: the counts sum to at most n; open: no
             // run is written past its bin's limit), the deferred list n words,
             // the cursors and limits one per bin.
             unsafe { b.launch(part(plan.parts1, 1, scatter_shared_bytes(word, plan.bins1))) }.map_err(dev)?;
@@ -789,7 +792,7 @@ impl<K: Key, V: Value> CudaTable<K, V> {
                     b.arg(&view).arg(&*offsets).arg(&ends).arg(&*words).arg(&mut *deferred);
                     // Safety: arguments match gh_region_build_fresh; one block
                     // per region, with its slot indices, keys and waiting list in
-                    // shared memory; each bin lies within the plan.words words of
+                    // shared memory; each bin lies within the plan.words(n) words of
                     // `words` (or an open bin overflowed and the kernel returns)
                     // and the deferred list holds n words.
                     unsafe { b.launch(cfg) }.map_err(dev)?;
@@ -800,7 +803,7 @@ impl<K: Key, V: Value> CudaTable<K, V> {
                     b.arg(&mut *deferred).arg(&m).arg(&op).arg(&try_count).arg(&fresh).arg(&*skewed);
                     // Safety: arguments match gh_region_build; one block per
                     // region, each with the region and its counters in shared
-                    // memory; each bin lies within the plan.words words of
+                    // memory; each bin lies within the plan.words(n) words of
                     // `words` (or an open bin overflowed and the kernel returns),
                     // the deferred list holds n words, the spill lists
                     // SPILL_BYTES per region.
@@ -822,7 +825,7 @@ impl<K: Key, V: Value> CudaTable<K, V> {
                 // An open bin overflowed (counters[1], which no build kernel
                 // counts): nothing was built. Again, with packed bins.
                 self.pristine.store(fresh == 1, Ordering::Relaxed);
-                plan = plan.packed(n);
+                plan = plan.packed();
                 continue;
             }
             break meta;
@@ -1115,23 +1118,23 @@ mod tests {
         // The aggregation: 2^26 keys over 1024 regions, a quarter more places.
         let p = Plan::new(1 << 26, 1 << 10, 132, 8, false, true);
         assert_eq!(p.open, 65536 + 16384);
-        assert_eq!(p.words, 1024 * p.open as u64);
+        assert_eq!(p.words(1 << 26), 1024 * p.open as u64);
         // u64 inserts into 2^27 slots at load 0.5: 2^15 regions, 2048 keys
         // each, 512 more places (8 deviations and 64 need 2472).
         let p = Plan::new(1 << 26, 1 << 15, 132, 16, false, true);
         assert_eq!(p.open, 2560);
-        assert!(p.words * 4 <= 5 << 26);
+        assert!(p.words(1 << 26) * 4 <= 5 << 26);
         assert_eq!(open_bin(1400 << 15, 1 << 15), 0, "a quarter of 1400 keys is under 8 deviations and 64");
         assert_eq!(open_bin(1500 << 15, 1 << 15), 1875);
         // Few keys a region: packed bins.
         assert_eq!(Plan::new(1 << 20, 1 << 14, 132, 8, false, true).open, 0);
-        assert_eq!(Plan::new(1 << 20, 1 << 14, 132, 8, false, true).words, 1 << 20);
+        assert_eq!(Plan::new(1 << 20, 1 << 14, 132, 8, false, true).words(1 << 20), 1 << 20);
         // Offsets stay within u32, the batch's words past the end included.
         assert_eq!(open_bin(u32::MAX as u64 - 2, 4), 0);
         // Packed again after an overflow: the same split, n words.
         let p = Plan::new(1 << 26, 1 << 10, 132, 8, false, true);
-        let q = p.packed(1 << 26);
-        assert_eq!((q.open, q.words, q.shift, q.bins1, q.parts2), (0, 1 << 26, p.shift, p.bins1, p.parts2));
+        let q = p.packed();
+        assert_eq!((q.open, q.words(1 << 26), q.shift, q.bins1, q.parts2), (0, 1 << 26, p.shift, p.bins1, p.parts2));
         assert_eq!(Plan::new(1 << 26, 1 << 10, 132, 8, false, false), q);
         // An insert-or-apply batch's skew sample.
         assert_eq!(skew_sample(1 << 26), 1 << 22);
