@@ -34,11 +34,12 @@ run() {
     grep -E "^cuda:0 +[a-z-]+ {2,}" "$R/$n.log" | awk '!s[$0]++' >> "$A"
 }
 
-# suite NAME BINARY SECONDS TEST-ARGS...: a test binary with a fresh, logged seed.
+# suite NAME BINARY SECONDS TEST-ARGS...: a test binary with a fresh, logged seed
+# (TT test threads, default 8).
 suite() {
     local n=$1 b=$2 t=$3 s=$RANDOM$RANDOM
     shift 3
-    GPUHASH_TEST_SEED=$s timeout "$t" "$R/$b" --test-threads 8 "$@" > "$R/$n.log" 2>&1
+    GPUHASH_TEST_SEED=$s timeout "$t" "$R/$b" --test-threads ${TT:-8} "$@" > "$R/$n.log" 2>&1
     echo "== suite $n seed $s rc=$? $(el)s: $* ok=$(grep -c '\.\.\. ok' "$R/$n.log")" \
         "$(grep -E 'test result|FAILED|panicked' "$R/$n.log" | sort | uniq -c | head -8 | tr '\n' ' ')" >> "$A"
 }
