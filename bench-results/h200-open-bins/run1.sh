@@ -6,11 +6,14 @@
 #  1. packed bins (gpuhash-base, the build before open bins) against open
 #     bins (gpuhash), alternating binaries, two rounds: the aggregation, u32
 #     and u64 inserts, skewed insert-or-apply;
+#     Also gpuhash-exp (open bins, and the fresh two-level build of 16-byte
+#     slots at 384 threads, four blocks an SM, instead of 512 and three) on
+#     the u64 inserts;
 #  2. the two-level grid at 2^27 slots against TARGETS.md, with the limits
 #     measured in the same run: large and small batches, u32 and u64;
 #  3. the nothing-lost tests at full scale (2^22-2^24 slots), fresh seed.
 cd "$(dirname "$0")"
-BINS="gpuhash gpuhash-base it" source ../run-lib.sh
+BINS="gpuhash gpuhash-base gpuhash-exp it" source ../run-lib.sh
 left() { [ $(( ${BUDGET:-570} - $(el) )) -ge "$1" ]; }
 ab() {
   for g in gpuhash-base gpuhash; do
@@ -19,6 +22,7 @@ ab() {
     run u64-r$1-$g $g --scheme two-level,linear --sizes 2^27 --keys u64 --values u64 --ops insert --loads 0.5,0.9
     run skew-r$1-$g $g --scheme two-level --sizes 2^26 --keys u32 --values u32 --ops apply_sum,apply_zipf,apply_hot --loads 0.5
   done
+  run u64-r$1-gpuhash-exp gpuhash-exp --scheme two-level --sizes 2^27 --keys u64 --values u64 --ops insert --loads 0.5,0.9
   finish
 }
 ab 1
