@@ -1,7 +1,7 @@
 #!/bin/bash
 # One call for what matters most when little device time is left:
 #  1. packed bins (gpuhash-base) against open bins (gpuhash), one round,
-#     and gpuhash-exp on the u64 inserts (see run1.sh);
+#     and gpuhash-exp on the u64 inserts (the fresh two-level build of 16-byte slots at 384 threads and four blocks an SM instead of 512 and three, with open bins);
 #  2. the CUDA conformance suite, fresh seed, 16 test threads, with the
 #     call's remaining time;
 #  3. the nothing-lost tests at full scale, if time is left.
