@@ -663,13 +663,21 @@ __device__ __forceinline__ u32 block_runs_scan(const u32* a, u32 len, u32* first
 // With `uniform` nonzero the partition's bins are open (region.rs, "open
 // bins"): every region is given `uniform` places whatever its count, and
 // the counts (a sample's histogram, or nothing read when combine_from is 0)
-// only tell whether the batch is skewed, and skewed[1] gets the largest.
+// only tell whether the batch is skewed. A sample also decides, here on the
+// device, that the bins must be packed: where it is skewed, or its largest
+// count passes `open_most` (its region, scaled up to the batch, would
+// overflow an open bin), *packed (the open bins' overflow flag, counters[1])
+// is set, every kernel of the open attempt does nothing, and the host
+// partitions again, packed, after the one read of the counters it makes
+// anyway (a read-back of the sample before the scatter cost an aggregation
+// 1.6% on an H100).
 constexpr u32 SCAN_THREADS = 1024;
 constexpr u32 SCAN_PER = 8;  // entries of a chunk per thread
 constexpr u32 SCAN_CHUNK = SCAN_PER * SCAN_THREADS;
 extern "C" __global__ void __launch_bounds__(SCAN_THREADS)
     gh_region_scan(u32* counts, u32 regions, u32 shift, u32* offsets, u32* cursor, u32* seg_off, u32* cursor1,
-                   u32 combine_from, u32 again, u32* skewed, unsigned char* heavy, u32 uniform) {
+                   u32 combine_from, u32 again, u32* skewed, unsigned char* heavy, u32 uniform, u32 open_most,
+                   unsigned long long* packed) {
     __shared__ int most[32];
     __shared__ u32 warp_sums[32];
     __shared__ u32 chunk[SCAN_CHUNK];
@@ -730,7 +738,7 @@ extern "C" __global__ void __launch_bounds__(SCAN_THREADS)
     const bool skew = (u32)top >= combine_from;
     if (threadIdx.x == 0) {
         skewed[0] = skew;
-        if (uniform) skewed[1] = (u32)top;  // the sample's largest count, for the host
+        if (uniform && (skew || (u32)top > open_most)) *packed = 1;
     }
     if (skew)
         for (u32 j = threadIdx.x; j < regions; j += SCAN_THREADS) {
@@ -786,8 +794,10 @@ __device__ __forceinline__ void region_scatter(View t, u32 shift, u32 bins, cons
     const u32 NONE = 0xffffffffu;
     const bool combining = FIRST && combine != COMBINE_FREE && *skewed;
 
-    // A pass-1 bin overflowed: its words are not all there.
-    if (!FIRST && limit && __syncthreads_or(t.meta->counters[1] != 0)) return;
+    // Open bins that must be packed: a sample said so (gh_region_scan), or
+    // a bin overflowed, so that a pass-1 bin's words are not all there.
+    // Blocks of pass 1 that start after an overflow skip their slices.
+    if (limit && __syncthreads_or(t.meta->counters[1] != 0)) return;
     // This block's slice: the whole batch in pass 1, part of pass-1 bin
     // blockIdx.y in pass 2.
     u64 lo, hi;
@@ -2169,17 +2179,26 @@ extern "C" __global__ void gh_region_positions(View t, const K* keys, u64 n, con
 }
 
 #if GH_SCHEME == GH_SCHEME_LINEAR
-// gh_insert with a warp per key (insert_by_warp), for the region build's
-// deferred keys: few, but they are the ones whose sequences cross region
-// ends through the table's longest runs, or walk to the probe limit.
-extern "C" __global__ void gh_insert_wide(View t, const K* keys, const V* values, u64 n, u32 mode, u32 op,
-                                          u32* failed, u64 failed_cap, u64 base, const unsigned char* todo) {
+// The region build's deferred pairs (counters[2] of them, packed in
+// `deferred` by the build and the spill), a warp per key (insert_by_warp):
+// few, but they are the ones whose sequences cross region ends through the
+// table's longest runs, or walk to the probe limit. The count is read here,
+// on the device, so the host launches this with the build and reads the
+// counters once for both (a read-back between them cost an aggregation 2%
+// on an H100). New keys add to counters[0] with the build's; a pair the
+// table refuses is counted in counters[3] and its place in the list noted
+// in `failed` (up to `failed_cap`). Copies of stored keys are not counted:
+// counters[1] is the open bins' overflow flag, and the host derives them.
+extern "C" __global__ void gh_region_deferred(View t, const View::raw* deferred, u32 mode, u32 op, u32* failed,
+                                              u64 failed_cap) {
+    if (t.meta->counters[1]) return;  // nothing was built (gh_region_build)
+    const u64 n = t.meta->counters[2];
     const u32 lane = threadIdx.x & 31;
-    u64 ins = 0, ex = 0;
+    u64 ins = 0;
     for (u64 i = thread_index() / 32; i < n; i += grid_stride() / 32) {
-        if (todo && !todo[i]) continue;  // the whole warp sees the same i
-        const K key = keys[i];
-        const V value = values[i];
+        const View::raw w = deferred[i];
+        const K key = (K)View::W::key(w);
+        const V value = gh::from_bits<V>(View::W::value(w));
         int r = 0;
         if (View::special_index(key) >= 0) {  // out-of-band: not in a slot
             if (lane == 0) r = t.template insert_as<GH_SCHEME>(key, value, mode, op);
@@ -2188,11 +2207,12 @@ extern "C" __global__ void gh_insert_wide(View t, const K* keys, const V* values
         }
         if (lane != 0) continue;
         ins += r == gh::INSERTED;
-        ex += r == gh::EXISTING;
-        if (r == gh::FAILED) note_failed(t, failed, failed_cap, base + i);
+        if (r == gh::FAILED) {
+            const u64 at = atomicAdd(&t.meta->counters[3], 1ull);
+            if (at < failed_cap) failed[at] = (u32)i;
+        }
     }
     block_add(&t.meta->counters[0], ins);
-    block_add(&t.meta->counters[1], ex);
 }
 #endif  // GH_SCHEME_LINEAR
 #endif  // the region build

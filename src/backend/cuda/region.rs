@@ -35,8 +35,10 @@
 //! (`gh_region_spill`). Regions that already hold keys, and bins with a
 //! repeated key, take shared-memory probing with atomics (the plain rules,
 //! a whole bucket compared per step), and what those settle nowhere in the
-//! region goes to a plain insert with a warp per key (`gh_insert_wide`: these
-//! keys' sequences are the table's longest, crossing region ends).
+//! region goes to a plain insert with a warp per key (`gh_region_deferred`:
+//! these keys' sequences are the table's longest, crossing region ends),
+//! launched with the build and counted on the device, so the host reads the
+//! counters once for the whole batch.
 //!
 //! **Two-level tables** take the same partition: a build region holds one
 //! two-level region (four small ones in tables under 2^20 buckets), and a
@@ -186,6 +188,11 @@ const NO_COMBINE: u32 = u32::MAX;
 
 /// Build blocks an SM holds at once (72 KiB of shared memory each).
 const BUILD_BLOCKS_PER_SM: u64 = 3;
+/// Blocks an SM of the linear build's deferred insert (`gh_region_deferred`,
+/// a warp per key): launched before their number is known, so enough warps
+/// for the usual key or two a region, and few enough that a batch with none
+/// pays little for the launch.
+const DEFERRED_BLOCKS_PER_SM: u64 = 8;
 
 /// Keys of one region from which an insert-or-apply batch of `n` keys
 /// counts as skewed: a fair share of the blocks that build at once, so the
@@ -221,8 +228,9 @@ pub(crate) struct RegionKernels {
     /// indices instead of slots in shared memory. None in other modules.
     fresh: Option<CudaFunction>,
     /// The linear build's: its EMPTY regions' runs continued in the next
-    /// region, and gh_insert with a warp per key for the deferred keys. A
-    /// two-level build defers to the plain kernel, one thread per key.
+    /// region, and the deferred keys inserted with a warp per key
+    /// (`gh_region_spill`, `gh_region_deferred`). A two-level build defers
+    /// to the plain kernel, one thread per key, after a read of the counters.
     linear: Option<(CudaFunction, CudaFunction)>,
     /// Where the keys the table refused sit in the batch.
     positions: CudaFunction,
@@ -245,7 +253,7 @@ impl RegionKernels {
         let [hist, scan, scatter1, scatter2, positions] = names.map(|n| module.load_function(n));
         let (hist, scan, scatter1, scatter2, positions) = (hist?, scan?, scatter1?, scatter2?, positions?);
         let linear =
-            if linear { Some((module.load_function("gh_region_spill")?, module.load_function("gh_insert_wide")?)) } else { None };
+            if linear { Some((module.load_function("gh_region_spill")?, module.load_function("gh_region_deferred")?)) } else { None };
         let fresh = if linear.is_some() { None } else { Some(module.load_function("gh_region_build_fresh")?) };
         // A region, a scatter tile and the histogram of 2^14 regions or more
         // exceed the default 48 KiB of shared memory a launch may use. A
@@ -307,6 +315,25 @@ fn open_bin(n: u64, regions: u64) -> u32 {
 /// 2^20 (or the whole batch).
 fn skew_sample(n: u64) -> u64 {
     (n / 16).max(n.min(1 << 20))
+}
+
+/// The largest count of a region in a sample of `sample` keys of a batch of
+/// `n` whose open bin of `open` places that region's keys fit, scaled up
+/// with four standard deviations of the sampling: a larger count takes
+/// packed bins (see `insert_regions`). `u32::MAX` without a sample.
+fn open_sample_most(open: u32, n: u64, sample: u64) -> u32 {
+    if sample == 0 {
+        return u32::MAX;
+    }
+    let scale = n as f64 / sample as f64;
+    let fits = |t: u32| (t as f64 + 4.0 * (t as f64).sqrt()) * scale <= open as f64;
+    // The left side grows with t, and t = 0 fits.
+    let (mut lo, mut hi) = (0u32, open);
+    while lo < hi {
+        let mid = lo + (hi - lo).div_ceil(2);
+        if fits(mid) { lo = mid } else { hi = mid - 1 }
+    }
+    lo
 }
 
 /// How the partition splits a batch of `n` keys over `regions` regions.
@@ -608,6 +635,8 @@ impl<K: Key, V: Value> CudaTable<K, V> {
             }
         }
         let (m, op) = super::mode_codes(mode);
+        // Where the linear build's deferred keys note those the table refuses.
+        let (failed_addr, failed_cap) = (self.failed.addr(), self.failed.len() as u64);
         // Twice at most: an open bin that overflows leaves the table as it
         // was, and the batch is partitioned again, packed.
         let meta = loop {
@@ -658,9 +687,10 @@ impl<K: Key, V: Value> CudaTable<K, V> {
             let (local, parts1) = (local as u32, plan.parts1);
             // Counts the first `counted` keys (none: 0) by region and scans the
             // counts, or with `uniform` nonzero gives each region that many
-            // places, the counts telling skew only; returns, if `check`,
-            // *skewed and the largest count (open bins' sample).
-            let mut histogram = |counted: u64, combining: u32, from: u32, uniform: u32, check: bool| -> Result<[u32; 2]> {
+            // places, the counts telling skew only, and a largest count past
+            // `most` that the bins must be packed (open bins' sample).
+            let packed_flag = self.meta.addr() + 8; // counters[1]
+            let mut histogram = |counted: u64, combining: u32, from: u32, uniform: u32, most: u32| -> Result<()> {
                 let (blocks, shared) = match combining {
                     0 => (hist_blocks, hist_shared),
                     _ => (parts1, hist_shared + combine_shared_bytes(word, std::mem::size_of::<K>())),
@@ -688,18 +718,15 @@ impl<K: Key, V: Value> CudaTable<K, V> {
                 let mut b = stream.launch_builder(&rk.scan);
                 b.arg(&mut *counts).arg(&regions).arg(&shift).arg(&mut *offsets).arg(&mut *cursor);
                 b.arg(&mut *seg_off).arg(&mut *cursor1).arg(&from).arg(&combining).arg(&mut *skewed);
-                b.arg(&mut *heavy).arg(&uniform);
+                b.arg(&mut *heavy).arg(&uniform).arg(&most).arg(&packed_flag);
                 // Safety: arguments match gh_region_scan; offsets hold regions + 1
                 // entries, the cursors regions, seg_off bins1 + 1 and cursor1 bins1
                 // (the last two written only with two passes), skewed two, heavy
                 // regions (written, and read later, only when skewed); counts
-                // are read only where they were just counted.
+                // are read only where they were just counted; `packed_flag` is
+                // a counter word of the table's metadata block.
                 unsafe { b.launch(scan_cfg) }.map_err(dev)?;
-                let mut got = [0u32; 2];
-                if check {
-                    stream.memcpy_dtoh(&skewed.slice(0..2), &mut got).map_err(dev)?;
-                }
-                Ok(got)
+                Ok(())
             };
             if plan.open > 0 {
                 // An insert-or-apply batch's sample, counted, tells whether to
@@ -709,18 +736,15 @@ impl<K: Key, V: Value> CudaTable<K, V> {
                 // So does a batch whose largest region, scaled up from the
                 // sample with four deviations of the sampling, would
                 // overflow its open bin (many copies of each key).
+                // The scan decides on the device (see gh_region_scan): the
+                // open attempt then does nothing, and the loop goes on packed.
                 let sample = if combine == NO_COMBINE { 0 } else { skew_sample(n) };
                 let from = if sample > 0 { (combine_from as u64 * sample / n).max(1) as u32 } else { 0 };
-                let [skew, top] = histogram(sample, 0, from, plan.open, sample > 0)?;
-                let top = top as f64;
-                if skew != 0 || (top + 4.0 * top.sqrt()) * (n as f64 / sample.max(1) as f64) > plan.open as f64 {
-                    plan = plan.packed();
-                }
-            }
-            if plan.open == 0 {
-                histogram(n, 0, combine_from, 0, false)?;
+                histogram(sample, 0, from, plan.open, open_sample_most(plan.open, n, sample))?;
+            } else {
+                histogram(n, 0, combine_from, 0, u32::MAX)?;
                 if combine != NO_COMBINE {
-                    histogram(n, 1, combine_from, 0, false)?;
+                    histogram(n, 1, combine_from, 0, u32::MAX)?;
                 }
             }
             let null = 0u64; // a pointer argument that is not there
@@ -810,7 +834,7 @@ impl<K: Key, V: Value> CudaTable<K, V> {
                     unsafe { b.launch(cfg) }.map_err(dev)?;
                 }
             }
-            if let Some((spill, _)) = &rk.linear {
+            if let Some((spill, insert_deferred)) = &rk.linear {
                 let spill_cfg = LaunchConfig { shared_mem_bytes: 0, ..cfg };
                 let regions = plan.regions;
                 let mut b = stream.launch_builder(spill);
@@ -818,25 +842,41 @@ impl<K: Key, V: Value> CudaTable<K, V> {
                 // Safety: arguments match gh_region_spill; the build wrote every
                 // region's spill count and the lists they count.
                 unsafe { b.launch(spill_cfg) }.map_err(dev)?;
+                // Their count is on the device: as many warps as a few blocks
+                // an SM hold, each taking keys until the list is done (a
+                // batch leaves a key or two a region; the table's fullest
+                // runs leave more, which the warps take in turns).
+                let (failed, cap) = (failed_addr, failed_cap);
+                let mut b = stream.launch_builder(insert_deferred);
+                b.arg(&view).arg(&*deferred).arg(&m).arg(&op).arg(&failed).arg(&cap);
+                // Safety: arguments match gh_region_deferred; the deferred list
+                // holds the counters[2] words the build and the spill wrote, and
+                // `failed` is the table's failure buffer of `cap` entries.
+                unsafe { b.launch(super::grid(self.sms * DEFERRED_BLOCKS_PER_SM * super::BLOCK as u64, self.sms)) }.map_err(dev)?;
             }
 
             let meta = self.read_meta()?;
             if plan.open > 0 && meta[1] != 0 {
-                // An open bin overflowed (counters[1], which no build kernel
-                // counts): nothing was built. Again, with packed bins.
+                // An open bin overflowed, or the sample said one would
+                // (counters[1], which no build kernel counts): nothing was
+                // built. Again, with packed bins.
                 self.pristine.store(fresh == 1, Ordering::Relaxed);
                 plan = plan.packed();
                 continue;
             }
             break meta;
         };
-        // The build kernels count new keys only (meta[1] is not theirs); see below.
+        // The build kernels count new keys only (meta[1] is not theirs); see
+        // below. A linear build's count includes its deferred keys' and the
+        // out-of-band keys among them, which take no slot.
         let (inserted, ndeferred) = (meta[0], meta[2]);
-        // Out-of-band keys are always deferred, so every key counted here took a slot.
-        self.live += inserted;
+        self.account_insert(&meta);
         let mut out = RawInsert { inserted, existing: 0, failed: Vec::new() };
-        if ndeferred > 0 {
-            out = self.insert_deferred(rk, keys, mode, &mut taken.scratch, ndeferred, out)?;
+        // What is left: a linear build's refused keys (meta[3]: its deferred
+        // keys are in), a two-level build's deferred keys.
+        let refused = meta[3];
+        if (rk.linear.is_some() && refused > 0) || (rk.linear.is_none() && ndeferred > 0) {
+            out = self.insert_deferred(rk, keys, mode, &mut taken.scratch, ndeferred, refused, out)?;
         }
         // Every position is a new key, a copy of a stored or earlier one, or
         // refused, and the kernels count new keys exactly. The copies are
@@ -851,10 +891,12 @@ impl<K: Key, V: Value> CudaTable<K, V> {
         Ok(out)
     }
 
-    /// The deferred pairs of a region build, unpacked on the device, through
-    /// the plain kernel; adds the keys it inserts and refuses to `out` (the
-    /// caller derives `existing`). The positions of the keys
-    /// the table refuses are found by searching the batch for them.
+    /// The deferred pairs of a region build, unpacked on the device: a
+    /// two-level build's through the plain kernel, adding the keys it
+    /// inserts and refuses to `out` (the caller derives `existing`); for a
+    /// linear build, whose deferred keys were inserted with it, the
+    /// `refused` ones it noted. The positions of the keys the table refuses
+    /// are found by searching the batch for them.
     #[allow(clippy::too_many_arguments)] // the build's state, handed over
     fn insert_deferred(
         &mut self,
@@ -863,6 +905,7 @@ impl<K: Key, V: Value> CudaTable<K, V> {
         mode: InsertMode,
         s: &mut RegionScratch,
         ndeferred: u64,
+        refused: u64,
         mut out: RawInsert,
     ) -> Result<RawInsert> {
         let nd = ndeferred as usize;
@@ -887,12 +930,18 @@ impl<K: Key, V: Value> CudaTable<K, V> {
         // Safety: arguments match gh_unpack_pairs; the list holds nd words.
         unsafe { b.launch(super::grid(ndeferred, self.sms)) }.map_err(|err| self.err(err))?;
         let refused = match &rk.linear {
-            // A warp per key (gh_insert_wide): these keys' sequences are the table's longest.
-            Some((_, wide)) => {
-                let launch = super::grid(ndeferred * 32, self.sms);
-                let rest = self.insert_with(wide, launch, &dk.as_view(), &dv.as_view(), mode, None)?;
-                out.inserted += rest.inserted;
-                if rest.failed.is_empty() { Vec::new() } else { self.gather_keys(&dk.as_view(), &rest.failed)? }
+            // gh_region_deferred noted the list places of the first keys it
+            // refused; of more, every refused key is absent (a linear
+            // table's refusals are final), and those are searched for.
+            Some(_) => {
+                let places = if refused <= self.failed.len() as u64 {
+                    let mut f = vec![0u32; refused as usize];
+                    self.stream.memcpy_dtoh(&self.failed.slice(0..refused as usize), &mut f).map_err(|e| self.err(e))?;
+                    f.into_iter().map(|i| i as usize).collect()
+                } else {
+                    self.collect_absent(&dk.as_view(), refused)?
+                };
+                self.gather_keys(&dk.as_view(), &places)?
             }
             // Two-level: keys without a short path, under their region's lock.
             None => self.insert_two_level_deferred(dk, dv, mode, &mut out)?,
@@ -1136,6 +1185,14 @@ mod tests {
         let q = p.packed();
         assert_eq!((q.open, q.words(1 << 26), q.shift, q.bins1, q.parts2), (0, 1 << 26, p.shift, p.bins1, p.parts2));
         assert_eq!(Plan::new(1 << 26, 1 << 10, 132, 8, false, false), q);
+        // The largest sample count whose region, scaled up, fits an open
+        // bin (the device's decision, gh_region_scan): 2^26 keys over 2^10
+        // regions, a sixteenth sampled, 81920 places a bin.
+        let most = open_sample_most(81920, 1 << 26, 1 << 22);
+        let scaled = |t: f64| (t + 4.0 * t.sqrt()) * 16.0;
+        assert!(scaled(most as f64) <= 81920.0 && scaled(most as f64 + 1.0) > 81920.0, "{most}");
+        assert_eq!(open_sample_most(81920, 1 << 26, 0), u32::MAX, "no sample, no decision");
+        assert_eq!(open_sample_most(100, 1000, 1000), 67, "67 + 4 * 8.19 fits 100 places, 68 + 4 * 8.25 does not");
         // An insert-or-apply batch's skew sample.
         assert_eq!(skew_sample(1 << 26), 1 << 22);
         assert_eq!(skew_sample(1 << 21), 1 << 20);
