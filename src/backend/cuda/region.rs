@@ -415,9 +415,9 @@ pub(crate) struct RegionScratch {
     cursor: Option<CudaSlice<u32>>,
     seg_off: Option<CudaSlice<u32>>,
     cursor1: Option<CudaSlice<u32>>,
-    /// Set by the scan when an insert-or-apply batch is skewed (a word, and
-    /// a second for the largest count of an open-bins sample),
-    /// and then a byte per region: whether its keys are combined.
+    /// Set by the scan when an insert-or-apply batch is skewed (its first
+    /// word; the second, reserved, is no longer written), and then a byte
+    /// per region: whether its keys are combined.
     skewed: Option<CudaSlice<u32>>,
     heavy: Option<CudaSlice<u8>>,
 }
@@ -846,9 +846,8 @@ impl<K: Key, V: Value> CudaTable<K, V> {
                 // an SM hold, each taking keys until the list is done (a
                 // batch leaves a key or two a region; the table's fullest
                 // runs leave more, which the warps take in turns).
-                let (failed, cap) = (failed_addr, failed_cap);
                 let mut b = stream.launch_builder(insert_deferred);
-                b.arg(&view).arg(&*deferred).arg(&m).arg(&op).arg(&failed).arg(&cap);
+                b.arg(&view).arg(&*deferred).arg(&m).arg(&op).arg(&failed_addr).arg(&failed_cap);
                 // Safety: arguments match gh_region_deferred; the deferred list
                 // holds the counters[2] words the build and the spill wrote, and
                 // `failed` is the table's failure buffer of `cap` entries.
