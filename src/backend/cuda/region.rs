@@ -415,9 +415,8 @@ pub(crate) struct RegionScratch {
     cursor: Option<CudaSlice<u32>>,
     seg_off: Option<CudaSlice<u32>>,
     cursor1: Option<CudaSlice<u32>>,
-    /// Set by the scan when an insert-or-apply batch is skewed (its first
-    /// word; the second, reserved, is no longer written), and then a byte
-    /// per region: whether its keys are combined.
+    /// Set by the scan when an insert-or-apply batch is skewed (one word),
+    /// and then a byte per region: whether its keys are combined.
     skewed: Option<CudaSlice<u32>>,
     heavy: Option<CudaSlice<u8>>,
 }
@@ -454,7 +453,7 @@ impl RegionScratch {
         ensure(stream, &mut self.cursor, r)?;
         ensure(stream, &mut self.seg_off, plan.bins1 as usize + 1)?;
         ensure(stream, &mut self.cursor1, plan.bins1 as usize)?;
-        ensure(stream, &mut self.skewed, 2)?;
+        ensure(stream, &mut self.skewed, 1)?;
         ensure(stream, &mut self.heavy, r)
     }
 }
