@@ -31,7 +31,7 @@ run() {
     shift 2
     timeout 150 "$R/$g" bench $B "$@" --out "$R/$n" > "$R/$n.log" 2>&1
     echo "== $n rc=$? $(el)s [$g]: $*" >> "$A"
-    grep -E "^cuda:0 +[a-z-]+ {2,}" "$R/$n.log" | awk '!s[$0]++' >> "$A"
+    grep -E "^cuda:0 +[a-z+-]+ {2,}" "$R/$n.log" | tr -s " " | awk '!s[$0]++' >> "$A"
 }
 
 # suite NAME BINARY SECONDS TEST-ARGS...: a test binary with a fresh, logged seed
