@@ -720,7 +720,7 @@ impl<K: Key, V: Value> CudaTable<K, V> {
                 b.arg(&mut *heavy).arg(&uniform).arg(&most).arg(&packed_flag);
                 // Safety: arguments match gh_region_scan; offsets hold regions + 1
                 // entries, the cursors regions, seg_off bins1 + 1 and cursor1 bins1
-                // (the last two written only with two passes), skewed two, heavy
+                // (the last two written only with two passes), skewed one word, heavy
                 // regions (written, and read later, only when skewed); counts
                 // are read only where they were just counted; `packed_flag` is
                 // a counter word of the table's metadata block.
