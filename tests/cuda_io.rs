@@ -26,6 +26,13 @@ fn cuda() -> Option<Target> {
     usable(Target::new(Device::Cuda(0), Scheme::Linear))
 }
 
+/// CUDA device 0 with each scheme whose async inserts take their own path:
+/// linear (one kernel), cuckoo and two-level (a step without locks, then
+/// the locked insert of what it left).
+fn async_targets() -> Vec<Target> {
+    [Scheme::Linear, Scheme::Cuckoo, Scheme::TwoLevel].into_iter().filter_map(|s| usable(Target::new(Device::Cuda(0), s))).collect()
+}
+
 /// `n` distinct in-slot keys plus the two out-of-band ones.
 fn keys_with_specials<K: Key>(cx: &mut Ctx, n: usize) -> Vec<K> {
     let mut keys = distinct_keys::<K>(&mut cx.rng, n);
@@ -135,15 +142,19 @@ fn async_body<K: Key, V: TestValue>(dev: Target) {
     assert_eq!(t.len(), (keys.len() - half.len()) as u64, "{cx}: len after resync");
 
     cx.phase = "a full table reports exact positions".into();
+    // Ten times what fits (more would only queue refused keys on the locks
+    // of the cuckoo schemes' few regions), the out-of-band keys included.
+    let from = keys.len() - keys.len().min(10 << 12);
+    let (fk, fkd, fvd) = (&keys[from..], kd.slice(from..), vd.slice(from..));
     let mut small = builder(dev).capacity(1 << 12).max_load_factor(1.0).growth(false).build::<K, V>().unwrap();
     let cuda = small.cuda_mut().unwrap();
-    match cuda.insert_device_async(&user, &kd.as_view(), &vd.as_view(), InsertMode::IfAbsent).unwrap().wait() {
+    match cuda.insert_device_async(&user, &fkd, &fvd, InsertMode::IfAbsent).unwrap().wait() {
         Err(Error::TableFull(ns)) => {
-            check_not_stored(&ns, &keys, &cx);
-            let stored = keys.len() - ns.positions.len();
+            check_not_stored(&ns, fk, &cx);
+            let stored = fk.len() - ns.positions.len();
             assert_eq!(ns.report.inserted as usize, stored, "{cx}");
             assert!(stored <= (1 << 12) + 2, "{cx}: {stored} keys in 2^12 slots");
-            let present = small.contains(&keys).unwrap();
+            let present = small.contains(fk).unwrap();
             for &p in &ns.positions {
                 assert!(!present[p], "{cx}: key at {p} reported not stored, yet present");
             }
@@ -151,6 +162,22 @@ fn async_body<K: Key, V: TestValue>(dev: Target) {
         }
         other => panic!("{cx}: expected TableFull, got {other:?}"),
     }
+
+    cx.phase = "insert-or-apply (max) of repeated keys".into();
+    let mut m = builder(dev).capacity((2 * n) as u64).growth(false).build::<K, V>().unwrap();
+    let rep = with_duplicates(&mut cx.rng, &keys[..n / 2], n);
+    let rv = num_values::<V>(&mut cx.rng, rep.len());
+    let (rk, rvd) = (upload(&user, &rep), upload(&user, &rv));
+    let cuda = m.cuda_mut().unwrap();
+    let r = cuda.insert_device_async(&user, &rk.as_view(), &rvd.as_view(), InsertMode::Apply(Reduce::Max)).unwrap().wait();
+    let r = r.unwrap_or_else(|e| panic!("{cx}: {e}"));
+    let mut o = Oracle::new();
+    for (&k, &v) in rep.iter().zip(&rv) {
+        o.map.entry(k).and_modify(|w| *w = V::reduce_ref(Reduce::Max, *w, v)).or_insert(v);
+    }
+    assert_eq!((r.inserted, r.existing), (o.map.len() as u64, (rep.len() - o.map.len()) as u64), "{cx}");
+    cuda.resync().unwrap();
+    check_table(&m, &o, &cx);
 
     cx.phase = "empty and mismatched calls".into();
     let cuda = t.cuda_mut().unwrap();
@@ -162,9 +189,10 @@ fn async_body<K: Key, V: TestValue>(dev: Target) {
 
 #[test]
 fn async_calls_on_a_user_stream() {
-    let Some(dev) = cuda() else { return };
-    async_body::<u32, u32>(dev);
-    async_body::<u64, f64>(dev);
+    for dev in async_targets() {
+        async_body::<u32, u32>(dev);
+        async_body::<u64, f64>(dev);
+    }
 }
 
 /// Async calls on the table's own stream (ordered by the stream alone), and
@@ -238,9 +266,10 @@ fn present_in<K: Key, V: TestValue>(
 
 #[test]
 fn async_calls_on_the_table_stream() {
-    let Some(dev) = cuda() else { return };
-    own_stream_body::<u32, u32>(dev);
-    own_stream_body::<u64, u64>(dev);
+    for dev in async_targets() {
+        own_stream_body::<u32, u32>(dev);
+        own_stream_body::<u64, u64>(dev);
+    }
 }
 
 // ------------------------------------------------------------ device batches with growth, foreign memory

@@ -21,7 +21,7 @@ use cudarc::driver::{
 };
 
 use super::kernels::Kernels;
-use super::{driver_error, grid, mode_codes, CudaTable, DeviceView, Readback};
+use super::{claims_unlocked, driver_error, grid, mode_codes, CudaTable, DeviceView, Readback};
 use crate::backend::InsertMode;
 use crate::core::keys::{Key, Value};
 use crate::{Device, Error, InsertReport, NotStored, Result};
@@ -57,6 +57,9 @@ pub(crate) struct AsyncBuffers {
     counters: Readback,
     /// Positions that found no slot: room for every key, so they are exact.
     failed: CudaSlice<u32>,
+    /// On cuckoo and two-level tables, a byte per key for the step without
+    /// locks (gh_insert_unlocked), as the synchronous inserts take it.
+    flags: Option<CudaSlice<u8>>,
     /// The end of the last call that used these buffers.
     done: Option<CudaEvent>,
 }
@@ -275,26 +278,31 @@ impl<K: Key, V: Value> CudaTable<K, V> {
     }
 
     /// Scratch for an async call on `n` keys (positions of failed inserts for
-    /// `n` of them): kept from an earlier call when large enough, else
-    /// allocated on `stream`.
-    fn async_buffers(&self, stream: &Arc<CudaStream>, n: usize) -> Result<Kept> {
+    /// `n` of them, and `flags` for them if asked): kept from an earlier call
+    /// when large enough, else allocated on `stream`.
+    fn async_buffers(&self, stream: &Arc<CudaStream>, n: usize, flags: bool) -> Result<Kept> {
         let pool = self.async_pool.clone();
+        let fits = |b: &AsyncBuffers| b.failed.len() >= n && (!flags || b.flags.as_ref().is_some_and(|f| f.len() >= n));
         let kept = {
             let mut p = pool.lock().unwrap_or_else(|p| p.into_inner());
-            p.iter().position(|b| b.failed.len() >= n).map(|i| p.swap_remove(i))
+            p.iter().position(fits).map(|i| p.swap_remove(i))
         };
         if let Some(b) = kept {
             return Ok(Kept { bufs: Some(b), pool });
         }
         let e = |e| self.err(e);
-        crate::fault::alloc_point(24 + 4 * n as u64, Device::Cuda(self.ctx.ordinal()))?;
+        let flag_bytes = if flags { n.max(1) } else { 0 };
+        crate::fault::alloc_point(24 + 4 * n as u64 + flag_bytes as u64, Device::Cuda(self.ctx.ordinal()))?;
         // Page-locked words shared with the tables' read-backs (slow to allocate).
         let counters = Readback::take(stream.context()).map_err(e)?;
         // Safety: written by the kernel (failed, up to the failure count)
         // before it is read. One element at least: a zero-length allocation
         // is an error.
         let failed = unsafe { stream.alloc::<u32>(n.max(1)) }.map_err(e)?;
-        Ok(Kept { bufs: Some(AsyncBuffers { counters, failed, done: None }), pool })
+        // Safety: gh_insert_unlocked writes the flag of every key before
+        // gh_insert reads it.
+        let flags = if flags { Some(unsafe { stream.alloc::<u8>(flag_bytes) }.map_err(e)?) } else { None };
+        Ok(Kept { bufs: Some(AsyncBuffers { counters, failed, flags, done: None }), pool })
     }
 
     /// Zeroes the metadata counters on `stream`.
@@ -318,7 +326,8 @@ impl<K: Key, V: Value> CudaTable<K, V> {
     /// * Lifetimes: `keys` stays borrowed by the returned value. The other
     ///   buffers may be dropped at once: cudarc (with its default event
     ///   tracking) frees a buffer only after the work that uses it. The call's
-    ///   scratch (4 bytes per key for failed positions) is kept by the table
+    ///   scratch (4 bytes per key for failed positions, a fifth byte on cuckoo
+    ///   and two-level tables for the step without locks) is kept by the table
     ///   for the next async call (two such at most); a larger batch than the
     ///   kept ones allocates it on `stream`.
     pub fn insert_device_async<'k>(
@@ -343,17 +352,33 @@ impl<K: Key, V: Value> CudaTable<K, V> {
         let n = keys.len() as u64;
         let e = |e| self.err(e);
         let view = self.enter(stream).map_err(e)?;
-        let mut bufs = self.async_buffers(stream, keys.len())?;
+        // Cuckoo and two-level inserts first take the step without locks, as
+        // the synchronous ones do: without it every key took a lock (a
+        // 2^20-key two-level insert ran 2.3x as long as the synchronous call).
+        let unlocked = self.kernels.unlocked.as_ref().filter(|_| claims_unlocked(self.config.scheme));
+        let mut bufs = self.async_buffers(stream, keys.len(), unlocked.is_some())?;
         Self::zero_counters_on(stream, &view).map_err(e)?;
         let (m, op) = mode_codes(mode);
         let (cap, base) = (n, 0u64);
+        let AsyncBuffers { failed, flags, .. } = bufs.get_mut();
+        let mut todo = 0u64; // every item, without the unlocked step
+        let mut todo_record = None;
+        if let (Some(unlocked), Some(flags)) = (unlocked, flags.as_mut()) {
+            let mut b = stream.launch_builder(unlocked);
+            b.arg(&view).arg(keys).arg(values).arg(&n).arg(&m).arg(&op).arg(&mut *flags);
+            // Safety: the arguments match gh_insert_unlocked's signature;
+            // `flags` holds at least n bytes.
+            unsafe { b.launch(self.key_grid(n)) }.map_err(e)?;
+            let (p, record) = flags.device_ptr(stream);
+            (todo, todo_record) = (p, Some(record));
+        }
         let mut b = stream.launch_builder(&self.kernels.insert);
-        let todo = 0u64; // every item (no gh_insert_unlocked step on async calls)
-        let failed = &mut bufs.get_mut().failed;
-        b.arg(&view).arg(keys).arg(values).arg(&n).arg(&m).arg(&op).arg(failed).arg(&cap).arg(&base).arg(&todo);
+        b.arg(&view).arg(keys).arg(values).arg(&n).arg(&m).arg(&op).arg(&mut *failed).arg(&cap).arg(&base).arg(&todo);
         // Safety: the arguments match gh_insert's signature; `failed` has room
-        // for every position.
+        // for every position; `todo` is null or the n flags written above, on
+        // this stream.
         unsafe { b.launch(self.insert_grid(n)) }.map_err(e)?;
+        drop(todo_record); // records the flags' use by the insert, on this stream
         self.copy_counters(stream, &view, 0, 3, &bufs.get().counters).map_err(e)?;
         bufs.get_mut().done = Some(self.leave_marked(stream).map_err(e)?);
         Ok(PendingInsert {
@@ -444,7 +469,7 @@ impl<K: Key, V: Value> CudaTable<K, V> {
         let n = keys.len() as u64;
         let e = |e| self.err(e);
         let view = self.enter(stream).map_err(e)?;
-        let mut counter = self.async_buffers(stream, 0)?;
+        let mut counter = self.async_buffers(stream, 0, false)?;
         Self::zero_counters_on(stream, &view).map_err(e)?;
         let mut b = stream.launch_builder(&self.kernels.erase);
         b.arg(&view).arg(keys).arg(&n);
