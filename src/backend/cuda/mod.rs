@@ -666,24 +666,42 @@ impl<K: Key, V: Value> CudaTable<K, V> {
         drop(todo_record); // records the flags' use by the insert, on this stream
         let meta = self.read_meta()?;
         let (inserted, existing, nfailed) = (meta[0], meta[1], meta[2]);
-        let mut failed: Vec<usize> = if nfailed == 0 {
-            Vec::new()
-        } else if nfailed <= cap {
-            let mut f = vec![0u32; nfailed as usize];
-            self.stream.memcpy_dtoh(&self.failed.slice(0..nfailed as usize), &mut f).map_err(|e| self.err(e))?;
-            f.into_iter().map(|i| i as usize).collect()
-        } else if let Some(todo) = todo {
-            let mut flags = vec![0u8; n as usize];
-            self.stream.memcpy_dtoh(&todo.slice(0..n as usize), &mut flags).map_err(|e| self.err(e))?;
-            flags.iter().enumerate().filter(|&(_, &f)| f == REFUSED_FLAG).map(|(i, _)| i).collect()
-        } else {
-            debug_assert!(self.config.scheme.refusals_are_final(), "failure buffer sized to the batch");
-            self.collect_absent(keys, nfailed)?
+        let mut failed: Vec<usize> = match todo {
+            Some(todo) if nfailed > cap => {
+                let mut flags = vec![0u8; n as usize];
+                self.stream.memcpy_dtoh(&todo.slice(0..n as usize), &mut flags).map_err(|e| self.err(e))?;
+                flags.iter().enumerate().filter(|&(_, &f)| f == REFUSED_FLAG).map(|(i, _)| i).collect()
+            }
+            _ => {
+                debug_assert!(nfailed <= cap || self.config.scheme.refusals_are_final(), "failure buffer sized to the batch");
+                self.failed_places(keys, nfailed)?
+            }
         };
         failed.sort_unstable();
         self.account_insert(&meta);
         self.release_failure_room();
         Ok(RawInsert { inserted, existing, failed })
+    }
+
+    /// The positions in `keys` of an insert's `count` refused keys: the
+    /// failure buffer's, when it held them all, else those of the keys the
+    /// table does not hold (only where refusals are final: linear tables).
+    fn failed_places(&mut self, keys: &CudaView<'_, K>, count: u64) -> Result<Vec<usize>> {
+        if count == 0 {
+            return Ok(Vec::new());
+        }
+        if count > self.failed.len() as u64 {
+            return self.collect_absent(keys, count);
+        }
+        let mut f = vec![0u32; count as usize];
+        self.stream.memcpy_dtoh(&self.failed.slice(0..count as usize), &mut f).map_err(|e| self.err(e))?;
+        Ok(f.into_iter().map(|i| i as usize).collect())
+    }
+
+    /// The device address of word `index` of the `Meta` block.
+    fn meta_word(&self, index: usize) -> u64 {
+        debug_assert!(index < META_WORDS);
+        self.meta.addr() + (index * std::mem::size_of::<u64>()) as u64
     }
 
     /// Gives back a failure buffer grown to a large batch ([`Self::failure_room`])

@@ -688,7 +688,7 @@ impl<K: Key, V: Value> CudaTable<K, V> {
             // counts, or with `uniform` nonzero gives each region that many
             // places, the counts telling skew only, and a largest count past
             // `most` that the bins must be packed (open bins' sample).
-            let packed_flag = self.meta.addr() + 8; // counters[1]
+            let packed_flag = self.meta_word(1); // counters[1]
             let mut histogram = |counted: u64, combining: u32, from: u32, uniform: u32, most: u32| -> Result<()> {
                 let (blocks, shared) = match combining {
                     0 => (hist_blocks, hist_shared),
@@ -932,13 +932,7 @@ impl<K: Key, V: Value> CudaTable<K, V> {
             // refused; of more, every refused key is absent (a linear
             // table's refusals are final), and those are searched for.
             Some(_) => {
-                let places = if refused <= self.failed.len() as u64 {
-                    let mut f = vec![0u32; refused as usize];
-                    self.stream.memcpy_dtoh(&self.failed.slice(0..refused as usize), &mut f).map_err(|e| self.err(e))?;
-                    f.into_iter().map(|i| i as usize).collect()
-                } else {
-                    self.collect_absent(&dk.as_view(), refused)?
-                };
+                let places = self.failed_places(&dk.as_view(), refused)?;
                 self.gather_keys(&dk.as_view(), &places)?
             }
             // Two-level: keys without a short path, under their region's lock.
