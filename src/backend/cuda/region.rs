@@ -747,6 +747,10 @@ impl<K: Key, V: Value> CudaTable<K, V> {
                 }
             }
             let null = 0u64; // a pointer argument that is not there
+            // Where each bin's successor begins: a packed bin's end, an open
+            // bin's limit (the last at the total), for the regions and the
+            // pass-1 bins.
+            let (region_next, seg_next) = (offsets.slice(1..), seg_off.slice(1..));
 
             // Pass 1: the batch by `region >> shift`, into `mid` (two passes) or
             // straight into the region bins (one pass).
@@ -754,9 +758,9 @@ impl<K: Key, V: Value> CudaTable<K, V> {
             let mut b = stream.launch_builder(&rk.scatter1);
             b.arg(&view).arg(keys).arg(values).arg(&n).arg(&shift).arg(&bins1).arg(&mut *c1);
             // Open bins end where the next begins (the last at the total).
-            let limit1 = if plan.two_pass() { seg_off.slice(1..) } else { offsets.slice(1..) };
+            let limit1 = if plan.two_pass() { &seg_next } else { &region_next };
             if plan.open > 0 {
-                b.arg(&limit1);
+                b.arg(limit1);
             } else {
                 b.arg(&null);
             }
@@ -771,13 +775,12 @@ impl<K: Key, V: Value> CudaTable<K, V> {
                 // Pass 2: each pass-1 bin by `region & (2^shift - 1)`, into the region bins.
                 // A pass-1 bin ends where pass 1 left its cursor (open), or
                 // where the next begins (packed).
-                let (seg_end, region_end) = (seg_off.slice(1..), offsets.slice(1..));
                 let mut b = stream.launch_builder(&rk.scatter2);
                 b.arg(&view).arg(&*mid_words).arg(&shift).arg(&*seg_off);
                 if plan.open > 0 {
-                    b.arg(&*cursor1).arg(&mut *cursor).arg(&region_end);
+                    b.arg(&*cursor1).arg(&mut *cursor).arg(&region_next);
                 } else {
-                    b.arg(&seg_end).arg(&mut *cursor).arg(&null);
+                    b.arg(&seg_next).arg(&mut *cursor).arg(&null);
                 }
                 b.arg(&mut *words);
                 // Safety: arguments match gh_region_scatter2; pass 1 filled each
@@ -800,7 +803,7 @@ impl<K: Key, V: Value> CudaTable<K, V> {
             let fresh = self.pristine.swap(false, Ordering::Relaxed) as u32;
             // Region r's bin ends where its cursor stopped (open) or where the
             // next bin begins (packed).
-            let ends = if plan.open > 0 { cursor.slice(0..r) } else { offsets.slice(1..) };
+            let ends = if plan.open > 0 { cursor.slice(0..r) } else { region_next };
             match &rk.fresh {
                 // Where no value is combined, a fresh table of 16-byte slots is
                 // built from slot indices (u64 inserts into 2^27 slots 2% faster

@@ -361,17 +361,14 @@ impl<K: Key, V: Value> CudaTable<K, V> {
         let (m, op) = mode_codes(mode);
         let (cap, base) = (n, 0u64);
         let AsyncBuffers { failed, flags, .. } = bufs.get_mut();
-        let mut todo = 0u64; // every item, without the unlocked step
-        let mut todo_record = None;
-        if let (Some(unlocked), Some(flags)) = (unlocked, flags.as_mut()) {
-            let mut b = stream.launch_builder(unlocked);
-            b.arg(&view).arg(keys).arg(values).arg(&n).arg(&m).arg(&op).arg(&mut *flags);
-            // Safety: the arguments match gh_insert_unlocked's signature;
-            // `flags` holds at least n bytes.
-            unsafe { b.launch(self.key_grid(n)) }.map_err(e)?;
-            let (p, record) = flags.device_ptr(stream);
-            (todo, todo_record) = (p, Some(record));
-        }
+        // Without the step, todo is null: every item.
+        let (todo, todo_record) = match (unlocked, flags.as_mut()) {
+            (Some(unlocked), Some(flags)) => {
+                let (p, record) = self.launch_unlocked(stream, unlocked, &view, keys, values, mode, flags)?;
+                (p, Some(record))
+            }
+            _ => (0, None),
+        };
         let mut b = stream.launch_builder(&self.kernels.insert);
         b.arg(&view).arg(keys).arg(values).arg(&n).arg(&m).arg(&op).arg(&mut *failed).arg(&cap).arg(&base).arg(&todo);
         // Safety: the arguments match gh_insert's signature; `failed` has room
