@@ -8,8 +8,8 @@
 #   w1024 1024 threads, two an SM (32 registers: the linear build spills
 #         20-40 bytes, so only the linear aggregation row is measured).
 # Then the linear and two-level suites with the two-pass region build
-# forced on, on the 768-thread build (itx), and main's CUDA conformance
-# suite (it9, owed on main's final host code).
+# forced on, on the 768-thread build (itx), main's CUDA conformance suite
+# and its nothing-lost tests at full scale (it9).
 cd "$(dirname "$0")"
 BINS="itx it9 gpuhash-x" source ../run-lib.sh
 left() { [ $(( ${BUDGET:-400} - $(el) )) -ge "$1" ]; }
@@ -29,5 +29,9 @@ round 1
 left 150 && round 2
 left 110 && { (w768; GPUHASH_TEST_REGION=two-pass TT=16 suite two-pass-w768 itx 100 conformance_cuda::cuda_linear conformance_cuda::cuda_two_level); finish; }
 left 200 && { TT=16 suite cuda it9 190 conformance_cuda::; finish; }
+# The nothing-lost tests at full scale on main, a fresh seed.
+full=$("$R/it9" --list 2>/dev/null | sed -n 's/: test$//p' | grep -E '^conformance_cuda::cuda_(cuckoo|two_level)::' |
+    grep -E 'oversubscribed_batches|overfull_apply_every_key_twice|refill_after_erase_with_growth_off|fill_until_refused')
+left 75 && { GPUHASH_TEST_SCALE=full GPUHASH_TEST_PAIRS=u32:u32,u64:u64 TT=16 suite fullscale it9 75 --exact $full; finish; }
 left 100 && round 3
 finish
