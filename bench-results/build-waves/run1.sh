@@ -9,9 +9,10 @@
 #         20-40 bytes, so only the linear aggregation row is measured).
 # Then the linear and two-level suites with the two-pass region build
 # forced on, on the 768-thread build (itx), main's CUDA conformance suite
-# and its nothing-lost tests at full scale (it9).
+# and its nothing-lost tests at full scale (it9), and the device I/O tests
+# (io9: the async insert's step without locks).
 cd "$(dirname "$0")"
-BINS="itx it9 gpuhash-x" source ../run-lib.sh
+BINS="itx it9 io9 gpuhash-x" source ../run-lib.sh
 left() { [ $(( ${BUDGET:-400} - $(el) )) -ge "$1" ]; }
 w768() { export GPUHASH_X_BUILD_THREADS=768 GPUHASH_NVRTC_FLAGS="-DGH_BUILD_THREADS=768 -DGH_BUILD_MIN_BLOCKS=2"; }
 v() (  # v VARIANT ROUND: the rows of one variant (a subshell: its settings stay in it)
@@ -26,9 +27,10 @@ w1024() (
 )
 round() { for x in base w768; do v $x $1; done; w1024 $1; finish; }
 round 1
+left 200 && { TT=16 suite cuda it9 190 conformance_cuda::; finish; }
+left 60 && { suite io io9 50; finish; }
 left 150 && round 2
 left 110 && { (w768; GPUHASH_TEST_REGION=two-pass TT=16 suite two-pass-w768 itx 100 conformance_cuda::cuda_linear conformance_cuda::cuda_two_level); finish; }
-left 200 && { TT=16 suite cuda it9 190 conformance_cuda::; finish; }
 # The nothing-lost tests at full scale on main, a fresh seed.
 full=$("$R/it9" --list 2>/dev/null | sed -n 's/: test$//p' | grep -E '^conformance_cuda::cuda_(cuckoo|two_level)::' |
     grep -E 'oversubscribed_batches|overfull_apply_every_key_twice|refill_after_erase_with_growth_off|fill_until_refused')
