@@ -59,7 +59,7 @@ fn built_from(manifest: &Path) {
         let o = Command::new("git").args(args).current_dir(manifest).output().ok()?;
         o.status.success().then(|| String::from_utf8_lossy(&o.stdout).trim().to_string())
     };
-    let commit = commit::describe(&git).unwrap_or_else(|| "unknown (not built in a git checkout)".into());
+    let commit = commit::describe(git).unwrap_or_else(|| "unknown (not built in a git checkout)".into());
     println!("cargo:rustc-env=GPUHASH_BENCH_BUILT_FROM={commit}");
     for dir in ["src", "../src", "../kernels"] {
         println!("cargo:rerun-if-changed={}", manifest.join(dir).display());

@@ -254,6 +254,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// is crowded down to twice `budget`: (op, keys, seconds) of the second
 /// run of each (the first moves pages into place). A call of more than a
 /// minute ends the runs (the rows so far are returned).
+/// A measured call: its name, the keys it took and its seconds.
+type Row = (String, u64, f64);
+
 #[cfg(feature = "cuda")]
 fn unified_rows(
     slots: u64,
@@ -261,7 +264,7 @@ fn unified_rows(
     values: &[u32],
     calls: &[(&str, &[u32])],
     budget: u64,
-) -> Result<Vec<(String, u64, f64)>, Box<dyn std::error::Error>> {
+) -> Result<Vec<Row>, Box<dyn std::error::Error>> {
     use gpuhash::Memory;
     let mut t = HashTable::<u32, u32>::builder()
         .device(Device::Cuda(0))
@@ -307,7 +310,7 @@ fn unified_rows(
 }
 
 #[cfg(not(feature = "cuda"))]
-fn unified_rows(_: u64, _: &[u32], _: &[u32], _: &[(&str, &[u32])], _: u64) -> Result<Vec<(String, u64, f64)>, Box<dyn std::error::Error>> {
+fn unified_rows(_: u64, _: &[u32], _: &[u32], _: &[(&str, &[u32])], _: u64) -> Result<Vec<Row>, Box<dyn std::error::Error>> {
     eprintln!("skipped: the unified-memory comparison needs the cuda feature");
     Ok(Vec::new())
 }

@@ -13,7 +13,9 @@
 
 use std::time::Instant;
 
-use gpuhash::{Device, HashTable, Paging};
+use gpuhash::Device;
+#[cfg(feature = "cuda")]
+use gpuhash::{HashTable, Paging};
 use rayon::prelude::*;
 
 /// A bijective mix, so `mix(i)` are distinct keys.
@@ -71,6 +73,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     #[cfg(feature = "cuda")]
     cuda_rows(&keys, &values)?;
+    #[cfg(not(feature = "cuda"))]
+    let _ = values;
     Ok(())
 }
 

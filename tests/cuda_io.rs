@@ -342,7 +342,7 @@ fn device_growth_body<K: Key, V: TestValue>(dev: Target) {
     cx.phase = "bad addresses are refused".into();
     // Safety: refused before any use.
     unsafe {
-        let host = vec![0u64; 8];
+        let host = [0u64; 8];
         assert!(matches!(cuda.borrow_device::<u64>(host.as_ptr() as u64, 8, "keys"), Err(Error::Unsupported(_))), "{cx}: host memory");
         assert!(matches!(cuda.borrow_device::<u64>(pk + 4, 8, "keys"), Err(Error::Unsupported(_))), "{cx}: misaligned");
     }

@@ -6,6 +6,7 @@
 //! many processes.
 
 use std::path::PathBuf;
+#[cfg(feature = "cuda")]
 use std::time::Instant;
 
 use clap::Args;

@@ -215,7 +215,7 @@ struct ByPage<V: Value> {
     out_found: CudaSlice<u8>,
 }
 
-fn by_page<K: Key, V: Value>(b: &Batcher, with_values: bool, group: usize, wave: usize) -> Result<ByPage<V>> {
+fn by_page<V: Value>(b: &Batcher, with_values: bool, group: usize, wave: usize) -> Result<ByPage<V>> {
     Ok(ByPage {
         values: if with_values { Some(b.alloc::<V>(group)?) } else { None },
         found: b.alloc::<u8>(group)?,
@@ -263,12 +263,12 @@ fn lookup_wave<K: Key, V: Value, S: SubTables<K, V>>(
     b: &Batcher,
     s: &mut S,
     k: &[K],
-    mut v: Option<&mut [V]>,
+    v: Option<&mut [V]>,
     f: &mut [bool],
 ) -> Result<u64> {
     let with_values = v.is_some();
     let carry = if with_values { Carry::Found } else { Carry::Flags };
-    let mut l = load::<K, V, S, _>(b, s, k, None, carry, |group| by_page::<K, V>(b, with_values, group, k.len()))?;
+    let mut l = load::<K, V, S, _>(b, s, k, None, carry, |group| by_page::<V>(b, with_values, group, k.len()))?;
     let (mut hits, mut hits_beside) = (0, 0);
     each_page(
         b,
@@ -327,7 +327,7 @@ fn lookup_wave<K: Key, V: Value, S: SubTables<K, V>>(
         },
         |_, h| hits += h,
     )?;
-    let values = match (&l.extra.out_values, v.as_deref_mut()) {
+    let values = match (&l.extra.out_values, v) {
         (Some(ov), Some(dst)) => Some((ov, dst)),
         _ => None,
     };

@@ -94,6 +94,16 @@ struct Disjoint<T>(*mut T);
 unsafe impl<T: Send> Send for Disjoint<T> {}
 unsafe impl<T: Send> Sync for Disjoint<T> {}
 
+impl<T> Disjoint<T> {
+    /// Writes `x` at `index`. A method, so that closures capture the
+    /// wrapper (Send) rather than its raw pointer.
+    ///
+    /// Safety: `index` is in bounds and no other task writes it meanwhile.
+    unsafe fn write(&self, index: usize, x: T) {
+        unsafe { *self.0.add(index) = x }
+    }
+}
+
 impl Partition {
     /// Splits `keys` by `router`: a stable counting sort, in parallel over
     /// chunks of the batch (each chunk scatters into its own ranges).
@@ -134,12 +144,11 @@ impl Partition {
         let mut order = vec![0usize; keys.len()];
         let out = Disjoint(order.as_mut_ptr());
         subs.par_chunks(PART_CHUNK).zip(firsts).enumerate().for_each(|(c, (chunk, mut at))| {
-            let out = out;
             for (j, &s) in chunk.iter().enumerate() {
                 // Safety: chunk `c` writes exactly its own counted slots of
                 // each sub-table's range (disjoint from every other chunk's),
                 // all below `keys.len()`.
-                unsafe { *out.0.add(at[s as usize]) = c * PART_CHUNK + j };
+                unsafe { out.write(at[s as usize], c * PART_CHUNK + j) };
                 at[s as usize] += 1;
             }
         });
@@ -168,9 +177,8 @@ impl Partition {
         assert!(part.len() >= pos.len() && pos.iter().all(|&p| p < dst.len()));
         let out = Disjoint(dst.as_mut_ptr());
         pos.par_iter().with_min_len(PART_CHUNK).zip(part).for_each(|(&p, &x)| {
-            let out = out;
             // Safety: positions are distinct (a partition) and checked in bounds above.
-            unsafe { *out.0.add(p) = x };
+            unsafe { out.write(p, x) };
         });
     }
 }

@@ -474,7 +474,7 @@ impl Batcher {
     pub(crate) fn download_results<V: Value>(&self, values: Option<(&CudaSlice<V>, &mut [V])>, found: (&CudaSlice<u8>, &mut [bool])) -> Result<()> {
         let n = found.1.len();
         let e = |e| self.err(e);
-        let vbytes = values.as_ref().map_or(0, |(_, v)| v.len() * size_of::<V>());
+        let vbytes = values.as_ref().map_or(0, |(_, v)| std::mem::size_of_val(*v));
         self.with_pinned(vbytes + n, |pinned| {
             let Some(p) = pinned else {
                 // No pinned memory: pageable copies.

@@ -89,7 +89,7 @@ impl<K: Key, V: Value> CudaTable<K, V> {
     pub unsafe fn borrow_device<T>(&self, ptr: u64, len: usize, what: &str) -> Result<Borrowed<T>> {
         let bad = |why: String| Error::Unsupported(format!("{what}: {why}"));
         let align = std::mem::align_of::<T>() as u64;
-        if ptr % align != 0 {
+        if !ptr.is_multiple_of(align) {
             return Err(bad(format!("device address {ptr:#x} is not aligned to {align} bytes")));
         }
         if len > 0 {

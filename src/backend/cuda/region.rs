@@ -1081,8 +1081,8 @@ mod tests {
         let tight = |n, room| super::chunk_len(n, sum, Shape { room, ..shape(Scheme::Linear, 8, 0, slots, buckets) }, RegionBuild::Auto);
         // (3.5 words a key: two binned copies, open bins up to a quarter
         // larger, and the deferred list.)
-        assert_eq!(tight(1 << 30, 7 * 8 << 28), Some(1 << 29), "room for the scratch of 2^29 8-byte pairs");
-        assert_eq!(tight(1 << 30, (7 * 8 << 28) - 1), Some(1 << 27));
+        assert_eq!(tight(1 << 30, (7 * 8) << 28), Some(1 << 29), "room for the scratch of 2^29 8-byte pairs");
+        assert_eq!(tight(1 << 30, ((7 * 8) << 28) - 1), Some(1 << 27));
         assert_eq!(tight(3 << 27, 7 * 8 * (3 << 27) / 2), Some(3 << 27), "room for the batch's scratch");
         assert_eq!(tight(1 << 30, 0), Some(1 << 27));
         assert_eq!(tight(3 << 27, 0), Some(1 << 27));
