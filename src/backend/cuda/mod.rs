@@ -646,13 +646,8 @@ impl<K: Key, V: Value> CudaTable<K, V> {
         let base = 0u64;
         // The items gh_insert_unlocked left to the insert (all of them without it).
         let stream = self.stream.clone(); // outlives the flags' record
-        let (todo_ptr, todo_record) = match (unlocked, todo.as_deref_mut()) {
-            (Some(unlocked), Some(todo)) => {
-                let (p, record) = self.launch_unlocked(&stream, unlocked, &view, keys, values, mode, todo)?;
-                (p, Some(record))
-            }
-            _ => (0, None),
-        };
+        let step = unlocked.zip(todo.as_deref_mut());
+        let (todo_ptr, todo_record) = self.launch_unlocked(&stream, step, &view, keys, values, (m, op))?;
         let mut b = self.stream.launch_builder(kernel);
         let failed = self.failed.addr();
         b.arg(&view).arg(keys).arg(values).arg(&n).arg(&m).arg(&op).arg(&failed).arg(&cap).arg(&base).arg(&todo_ptr);
@@ -681,30 +676,30 @@ impl<K: Key, V: Value> CudaTable<K, V> {
     }
 
     /// Enqueues the locking schemes' step without locks (gh_insert_unlocked)
-    /// on `stream`: `flags` gets a byte per key, nonzero for those left to
-    /// the locked insert. Returns the flags' address for that insert and the
+    /// on `stream`, where `step` holds its kernel and the flags: a byte per
+    /// key, nonzero for those left to the locked insert. Returns the flags'
+    /// address for that insert (null without the step: every key) and the
     /// record of their use, to drop once the insert is enqueued. The
     /// synchronous and the async inserts both launch it here.
-    #[allow(clippy::too_many_arguments)]
     fn launch_unlocked<'f>(
         &self,
         stream: &'f Arc<CudaStream>,
-        unlocked: &CudaFunction,
+        step: Option<(&CudaFunction, &'f mut CudaSlice<u8>)>,
         view: &DeviceView,
         keys: &CudaView<'_, K>,
         values: &CudaView<'_, V>,
-        mode: InsertMode,
-        flags: &'f mut CudaSlice<u8>,
-    ) -> Result<(u64, cudarc::driver::SyncOnDrop<'f>)> {
+        (m, op): (u32, u32),
+    ) -> Result<(u64, Option<cudarc::driver::SyncOnDrop<'f>>)> {
+        let Some((unlocked, flags)) = step else { return Ok((0, None)) };
         let n = keys.len() as u64;
         debug_assert!(flags.len() as u64 >= n);
-        let (m, op) = mode_codes(mode);
         let mut b = stream.launch_builder(unlocked);
         b.arg(view).arg(keys).arg(values).arg(&n).arg(&m).arg(&op).arg(&mut *flags);
         // Safety: the arguments match gh_insert_unlocked's signature; `flags`
         // holds at least n bytes.
         unsafe { b.launch(self.key_grid(n)) }.map_err(|e| self.err(e))?;
-        Ok(flags.device_ptr(stream))
+        let (p, record) = flags.device_ptr(stream);
+        Ok((p, Some(record)))
     }
 
     /// The positions in `keys` of an insert's `count` refused keys: the

@@ -362,13 +362,7 @@ impl<K: Key, V: Value> CudaTable<K, V> {
         let (cap, base) = (n, 0u64);
         let AsyncBuffers { failed, flags, .. } = bufs.get_mut();
         // Without the step, todo is null: every item.
-        let (todo, todo_record) = match (unlocked, flags.as_mut()) {
-            (Some(unlocked), Some(flags)) => {
-                let (p, record) = self.launch_unlocked(stream, unlocked, &view, keys, values, mode, flags)?;
-                (p, Some(record))
-            }
-            _ => (0, None),
-        };
+        let (todo, todo_record) = self.launch_unlocked(stream, unlocked.zip(flags.as_mut()), &view, keys, values, (m, op))?;
         let mut b = stream.launch_builder(&self.kernels.insert);
         b.arg(&view).arg(keys).arg(values).arg(&n).arg(&m).arg(&op).arg(&mut *failed).arg(&cap).arg(&base).arg(&todo);
         // Safety: the arguments match gh_insert's signature; `failed` has room
