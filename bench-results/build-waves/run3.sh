@@ -11,7 +11,7 @@ for g in gpuhash-m gpuhash-w; do
 done
 run ins-gpuhash-w gpuhash-w --scheme linear --sizes 2^23 --keys u32 --values u32 --ops insert --loads 0.5
 finish
-GPUHASH_TEST_REGION=two-pass TT=16 suite linear-two-pass itw 45 conformance_cuda::cuda_linear
+GPUHASH_TEST_REGION=two-pass TT=16 suite linear-two-pass itw 90 conformance_cuda::cuda_linear
 finish
-TT=16 suite linear itw 45 conformance_cuda::cuda_linear
+TT=16 suite linear itw 90 conformance_cuda::cuda_linear
 finish
