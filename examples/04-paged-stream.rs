@@ -249,14 +249,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     Ok(())
 }
 
+/// A measured call: its name, the keys it took and its seconds.
+type Row = (String, u64, f64);
+
 /// The calls `calls` (lookups, or an assign of the keys' own values) on a
 /// `Memory::Unified` table of `slots` holding `keys`, once device memory
 /// is crowded down to twice `budget`: (op, keys, seconds) of the second
 /// run of each (the first moves pages into place). A call of more than a
 /// minute ends the runs (the rows so far are returned).
-/// A measured call: its name, the keys it took and its seconds.
-type Row = (String, u64, f64);
-
 #[cfg(feature = "cuda")]
 fn unified_rows(
     slots: u64,
