@@ -417,6 +417,8 @@ constexpr u32 REGION_LOG2 = 11;
 constexpr u32 BUILD_BUCKETS = 1u << REGION_LOG2;
 // Threads of the partition and build kernels (the host launches these).
 #define GH_PART_THREADS 512
+// Threads of a block of the linear build's wide form (gh_region_build_wide).
+#define GH_BUILD_WIDE_THREADS 768
 // Keys a partition thread ranks per tile: tiles of 4096 keys (2048 for
 // 16-byte words), 32 KiB of input and as much grouped, so three blocks fit
 // an SM.
@@ -1149,9 +1151,9 @@ __device__ bool place_counted(const View& t, View::raw* region, u32* cnt, View::
 // settle nowhere in the region go to `deferred`. `try_count` is 0 where the
 // host knows few regions are EMPTY: counting would be wasted. `fresh` is 1
 // where the host knows every slot is EMPTY: the table is not read.
-extern "C" __global__ void __launch_bounds__(GH_PART_THREADS, 3)
-    gh_region_build(View t, const u32* offsets, const u32* ends, const View::raw* words, View::raw* spills,
-                    u32* spill_count, View::raw* deferred, u32 mode, u32 op, u32 try_count, u32 fresh, const u32*) {
+__device__ __forceinline__ void region_build(View t, const u32* offsets, const u32* ends, const View::raw* words,
+                                             View::raw* spills, u32* spill_count, View::raw* deferred, u32 mode, u32 op,
+                                             u32 try_count, u32 fresh) {
     if (t.meta->counters[1]) return;  // an open bin overflowed: the host partitions again
     typedef View::raw raw;
     typedef View::W W;
@@ -1251,6 +1253,23 @@ extern "C" __global__ void __launch_bounds__(GH_PART_THREADS, 3)
     __syncthreads();
     for (u32 j = threadIdx.x; j < words16; j += blockDim.x) __stcg(global16 + j, shared16[j]);
     block_add(&t.meta->counters[0], ins);
+}
+
+// Three blocks of 512 threads an SM.
+extern "C" __global__ void __launch_bounds__(GH_PART_THREADS, 3)
+    gh_region_build(View t, const u32* offsets, const u32* ends, const View::raw* words, View::raw* spills,
+                    u32* spill_count, View::raw* deferred, u32 mode, u32 op, u32 try_count, u32 fresh, const u32*) {
+    region_build(t, offsets, ends, words, spills, spill_count, deferred, mode, op, try_count, fresh);
+}
+
+// The same build in two blocks of 768 threads an SM, for builds of few
+// regions with many keys each (the host chooses, see BUILD_WIDE_THREADS):
+// as many threads an SM, and the last wave of blocks less empty.
+extern "C" __global__ void __launch_bounds__(GH_BUILD_WIDE_THREADS, 2)
+    gh_region_build_wide(View t, const u32* offsets, const u32* ends, const View::raw* words, View::raw* spills,
+                         u32* spill_count, View::raw* deferred, u32 mode, u32 op, u32 try_count, u32 fresh,
+                         const u32*) {
+    region_build(t, offsets, ends, words, spills, spill_count, deferred, mode, op, try_count, fresh);
 }
 // The spilled keys of region p = r - 1 (cyclically) take the EMPTY slots of
 // region r in slot order, the j-th key the j-th EMPTY slot: the slot a

@@ -213,6 +213,28 @@ const FRESH_THREADS: u32 = 512;
 /// Its dynamic shared memory: a u32 slot index and a cached u64 key per
 /// slot of the region, and a u32 per waiting pair (`TL_WAITING`): 50 KiB.
 const FRESH_SHARED_BYTES: u64 = REGION_BYTES / 16 * 12 + 4 * (8192 / 16);
+/// Threads of a block of the linear build's wide form (`GH_BUILD_WIDE_THREADS`,
+/// `gh_region_build_wide`): two blocks an SM instead of three of `THREADS`.
+const BUILD_WIDE_THREADS: u32 = 768;
+/// Waves of three build blocks an SM up to which a build of heavy regions
+/// takes the wide form (see [`wide_build`]).
+const WIDE_MAX_WAVES: u64 = 3;
+
+/// Whether a linear build of `n` keys into `regions` regions of `word`-byte
+/// slots on `sms` SMs takes the wide form. Where a build has few regions
+/// and more keys than slots (an aggregation), each block runs long and the
+/// last of a few waves of three blocks an SM leaves much of the GPU idle;
+/// two blocks of 768 threads hold as many threads and fill the last wave
+/// better. Measured on an H100 (bench-results/build-waves, wide-build):
+/// aggregations of 8 keys a slot into 2^22 and 2^23 slots (1.3 and 2.6
+/// waves) 13-25% and 10-13% faster, into 2^24 and 2^25 slots 1%; inserts at
+/// load 0.5 (half a key a slot) 3-6% slower at every size, hence the narrow
+/// form for them.
+fn wide_build(n: u64, regions: u64, word: usize, sms: u64) -> bool {
+    let slots = regions * (REGION_BYTES / word as u64);
+    regions <= WIDE_MAX_WAVES * BUILD_BLOCKS_PER_SM * sms && n >= slots
+}
+
 /// Bytes of each region's spill list (`BUILD_SPILL` words in the kernels).
 const SPILL_BYTES: u64 = 2048;
 
@@ -223,6 +245,10 @@ pub(crate) struct RegionKernels {
     scatter1: CudaFunction,
     scatter2: CudaFunction,
     build: CudaFunction,
+    /// The linear build's wide form (`gh_region_build_wide`), where an SM
+    /// holds three narrow build blocks (as on the H100 it was measured on,
+    /// see [`wide_build`]); None elsewhere and in two-level modules.
+    build_wide: Option<CudaFunction>,
     /// The two-level build of a fresh table of 16-byte slots for a batch
     /// that assigns or inserts if absent (`gh_region_build_fresh`): slot
     /// indices instead of slots in shared memory. None in other modules.
@@ -255,6 +281,14 @@ impl RegionKernels {
         let linear =
             if linear { Some((module.load_function("gh_region_spill")?, module.load_function("gh_region_deferred")?)) } else { None };
         let fresh = if linear.is_some() { None } else { Some(module.load_function("gh_region_build_fresh")?) };
+        // (Each block also takes 1 KiB of shared memory the system reserves.)
+        let per_sm = ctx.attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR)?.max(0) as u64;
+        let narrow_per_sm = per_sm / (BUILD_SHARED_BYTES + 1024);
+        let build_wide = if linear.is_some() && narrow_per_sm >= BUILD_BLOCKS_PER_SM {
+            Some(module.load_function("gh_region_build_wide")?)
+        } else {
+            None
+        };
         // A region, a scatter tile and the histogram of 2^14 regions or more
         // exceed the default 48 KiB of shared memory a launch may use. A
         // device that lets a block take less than a build or the widest
@@ -268,7 +302,9 @@ impl RegionKernels {
             return Ok(None);
         }
         let max = CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES;
-        build.set_attribute(max, BUILD_SHARED_BYTES as i32)?;
+        for f in std::iter::once(&build).chain(&build_wide) {
+            f.set_attribute(max, BUILD_SHARED_BYTES as i32)?;
+        }
         if let Some(f) = &fresh {
             f.set_attribute(max, FRESH_SHARED_BYTES as i32)?;
         }
@@ -278,7 +314,7 @@ impl RegionKernels {
         for f in [&scatter1, &scatter2] {
             f.set_attribute(max, most as i32)?;
         }
-        Ok(Some(RegionKernels { hist, scan, scatter1, scatter2, build, fresh, linear, positions, hist_max }))
+        Ok(Some(RegionKernels { hist, scan, scatter1, scatter2, build, build_wide, fresh, linear, positions, hist_max }))
     }
 }
 
@@ -824,15 +860,21 @@ impl<K: Key, V: Value> CudaTable<K, V> {
                     unsafe { b.launch(cfg) }.map_err(dev)?;
                 }
                 _ => {
-                    let mut b = stream.launch_builder(&rk.build);
+                    let (build, cfg) = match &rk.build_wide {
+                        Some(wide) if wide_build(n, plan.regions, word, self.sms) => {
+                            (wide, LaunchConfig { block_dim: (BUILD_WIDE_THREADS, 1, 1), ..cfg })
+                        }
+                        _ => (&rk.build, cfg),
+                    };
+                    let mut b = stream.launch_builder(build);
                     b.arg(&view).arg(&*offsets).arg(&ends).arg(&*words).arg(&mut *spills).arg(&mut *spill_count);
                     b.arg(&mut *deferred).arg(&m).arg(&op).arg(&try_count).arg(&fresh).arg(&*skewed);
-                    // Safety: arguments match gh_region_build; one block per
-                    // region, each with the region and its counters in shared
-                    // memory; each bin lies within the plan.words(n) words of
-                    // `words` (or an open bin overflowed and the kernel returns),
-                    // the deferred list holds n words, the spill lists
-                    // SPILL_BYTES per region.
+                    // Safety: arguments match gh_region_build and its wide
+                    // form; one block per region, each with the region and
+                    // its counters in shared memory; each bin lies within the
+                    // plan.words(n) words of `words` (or an open bin
+                    // overflowed and the kernel returns), the deferred list
+                    // holds n words, the spill lists SPILL_BYTES per region.
                     unsafe { b.launch(cfg) }.map_err(dev)?;
                 }
             }
@@ -1035,6 +1077,18 @@ impl<K: Key, V: Value> CudaTable<K, V> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn wide_build_for_few_heavy_regions() {
+        // 132 SMs: three waves of narrow blocks are 1188 regions.
+        let sms = 132;
+        assert!(wide_build(1 << 26, 1024, 8, sms), "the aggregation of 2^26 keys into 2^23 slots");
+        assert!(wide_build(1 << 25, 512, 8, sms));
+        assert!(!wide_build(1 << 27, 2048, 8, sms), "past three waves");
+        assert!(!wide_build((1 << 23) - 1, 1024, 8, sms), "fewer keys than slots");
+        assert!(!wide_build(1 << 26, 16384, 8, sms), "an insert into 2^27 slots");
+        assert!(wide_build(1 << 22, 1024, 16, sms), "16-byte slots: 4096 a region");
+    }
 
     fn shape(scheme: Scheme, word: usize, live: u64, slots: u64, buckets: u64) -> Shape {
         Shape { scheme, word, live, slots, buckets, room: 1 << 40 }
