@@ -1263,7 +1263,7 @@ extern "C" __global__ void __launch_bounds__(GH_PART_THREADS, 3)
 }
 
 // The same build in two blocks of 768 threads an SM, for builds of few
-// regions with many keys each (the host chooses, see BUILD_WIDE_THREADS):
+// regions with many keys each (the host chooses: region.rs wide_build):
 // as many threads an SM, and the last wave of blocks less empty.
 extern "C" __global__ void __launch_bounds__(GH_BUILD_WIDE_THREADS, 2)
     gh_region_build_wide(View t, const u32* offsets, const u32* ends, const View::raw* words, View::raw* spills,
